@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pagepool.c - the per-pipe pool of free data pages.
+ *
+ * The pool is a ring of page indices in the segment, with its own two
+ * free-running counters on separate lines: readers return emptied pages at
+ * `put`, writers take pages at `get`; put - get is the number of free pages.
+ * Both happen in batches and outside the ring's locks: a writer takes every
+ * page a write needs with one CAS before it copies anything (the lesson of
+ * the kernel's pipe page preallocation: never allocate while the other side
+ * waits on your lock), and a reader returns every page a read emptied with
+ * one release store.
+ *
+ * Alternatives rejected:
+ *  - a fixed page per slot (a plain byte ring): writers would have to claim
+ *    slots in order before filling them, so a preempted writer would stall
+ *    every writer behind it; with the pool, writers fill pages in any order
+ *    and only publication is ordered;
+ *  - a free list (stack) of pages: LIFO reuse is cache-friendlier but needs
+ *    an ABA-safe CAS on a pointer+tag pair shared with untrusted processes;
+ *    a ring of indices is bounded and trivially checkable.
+ *
+ * Invariant (honest peers): every page index is in exactly one place: the
+ * pool ring, a writer's private cache, or a ring slot. Hence
+ * put - get <= page_count <= slot_count, so the pool ring never overruns
+ * itself. A hostile peer can break this; then the worst outcome is a page
+ * used twice (garbage in the stream), never an access outside the segment,
+ * because every index taken from here is checked against page_count.
+ */
+#include "up_int.h"
+
+void up__pool_init(struct up_pipe *p)
+{
+	uint32_t i;
+
+	for (i = 0; i < p->g.page_count; i++)
+		atomic_store_explicit(&p->pool[i], i, memory_order_relaxed);
+	atomic_store_explicit(&p->ln->pget.get, 0, memory_order_relaxed);
+	/* R0: the pool entries above are visible to whoever maps the segment
+	 * later; mapping and attach order everything else. */
+	atomic_store_explicit(&p->ln->pput.put, p->g.page_count, memory_order_release);
+}
+
+uint32_t up__pool_free(struct up_pipe *p)
+{
+	/* A1-pool: pairs with R1-pool in up__pool_put(): entries before put are
+	 * written. Either load may be stale; callers treat this as a hint. */
+	uint32_t put = atomic_load_explicit(&p->ln->pput.put, memory_order_acquire);
+	uint32_t get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
+	uint32_t n = put - get;
+
+	return n <= p->g.page_count ? n : 0;
+}
+
+/*
+ * Take up to @want free pages in one batch. Returns how many were taken
+ * (0 when the pool is empty), or -EPROTO when the shared counters or an
+ * entry are out of range. Any thread; several writers may race (CAS).
+ */
+int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want)
+{
+	uint32_t get, put, n, i;
+
+	get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
+	for (;;) {
+		/* A1-pool: pairs with R1-pool in up__pool_put(). */
+		put = atomic_load_explicit(&p->ln->pput.put, memory_order_acquire);
+		n = put - get;
+		if (n > p->g.page_count)
+			return -EPROTO;
+		if (n > want)
+			n = want;
+		if (n == 0)
+			return 0;
+		/* Acquire on success so the entries read below are not hoisted
+		 * above the claim; relaxed on failure: we retry with the fresh
+		 * get. */
+		if (atomic_compare_exchange_weak_explicit(&p->ln->pget.get, &get, get + n,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			break;
+	}
+	for (i = 0; i < n; i++) {
+		uint32_t pg = atomic_load_explicit(&p->pool[(get + i) & p->g.slot_mask],
+						   memory_order_relaxed);
+		if (pg >= p->g.page_count)
+			return -EPROTO;
+		pages[i] = pg;
+	}
+	return (int)n;
+}
+
+/*
+ * Return @n pages. The caller holds the readers' lock (put has one writer at
+ * a time). Returns 0 or -EPROTO.
+ */
+int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n)
+{
+	uint32_t put, get, i;
+
+	if (n == 0)
+		return 0;
+	put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
+	get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
+	/* Returning n more must keep the pool within its size, or a peer lied. */
+	if (put - get > p->g.page_count || put - get + n > p->g.page_count)
+		return -EPROTO;
+	for (i = 0; i < n; i++)
+		atomic_store_explicit(&p->pool[(put + i) & p->g.slot_mask], pages[i],
+				      memory_order_relaxed);
+	/* R1-pool: publish the entries; pairs with A1-pool in up__pool_take().
+	 * seq_cst, not just release: it is also the "progress" store of the
+	 * writers' sleep handshake (see wake.h), loaded against wr_wait.nwait. */
+	atomic_store_explicit(&p->ln->pput.put, put + n, memory_order_seq_cst);
+	return 0;
+}

@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pipe.c - the public API: handles, endpoints, argument checks, statistics.
+ *
+ * Lifetime: a struct up_pipe is reference counted; the handle returned by
+ * create/attach holds one reference and every open endpoint holds one, so
+ * up_pipe_release() before closing the ends is fine (as close(2) on a pipe's
+ * other fd is). The mapping goes away with the last reference.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "up_int.h"
+
+#define UP_IOV_MAX 1024
+
+void up_config_init(struct up_config *cfg)
+{
+	if (!cfg)
+		return;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->capacity = UP_DEFAULT_CAPACITY;
+	cfg->page_size = UP_DEFAULT_PAGE_SIZE;
+	cfg->numa_node = -1;
+}
+
+int up_pipe_create(const struct up_config *cfg, struct up_pipe **out)
+{
+	struct up_config c;
+
+	if (!out)
+		return -EINVAL;
+	up_config_init(&c);
+	if (cfg) {
+		/* A caller built against an older, shorter struct is fine;
+		 * one that claims a size we cannot read is not. */
+		if (cfg->size < offsetof(struct up_config, numa_node) + sizeof(int) ||
+		    cfg->size > 4096)
+			return -EINVAL;
+		memcpy(&c, cfg, cfg->size < sizeof(c) ? cfg->size : sizeof(c));
+		c.size = sizeof(c);
+	}
+	if (c.flags & ~UP_CFG_ALL)
+		return -EINVAL;
+	return up__shm_create(&c, out);
+}
+
+int up_pipe_attach(int fd, struct up_pipe **out)
+{
+	if (!out)
+		return -EINVAL;
+	return up__shm_attach(fd, out);
+}
+
+int up_pipe_fd(const struct up_pipe *p)
+{
+	return p ? p->fd : -EINVAL;
+}
+
+void up__pipe_put(struct up_pipe *p)
+{
+	/* acq_rel: the last dropper must see every other user's writes to p
+	 * (the counters folded into p->closed) before unmapping. */
+	if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+		up__shm_unmap(p);
+}
+
+void up_pipe_release(struct up_pipe *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	if (p->released) {
+		/* Double release is a caller bug; do not drop a reference an
+		 * endpoint owns. */
+		pthread_mutex_unlock(&p->mu);
+		return;
+	}
+	p->released = true;
+	pthread_mutex_unlock(&p->mu);
+	up__pipe_put(p);
+}
+
+void up__mark_broken(struct up_pipe *p)
+{
+	/* Relaxed: a flag others read as a hint, each then fails on its own
+	 * validation. */
+	atomic_store_explicit(&p->ln->state.broken, 1, memory_order_relaxed);
+}
+
+/* Claim an entry of the segment's endpoint table. */
+static int end_slot_claim(struct up_pipe *p, uint32_t role, uint32_t *idx)
+{
+	uint32_t i;
+
+	for (i = 0; i < p->g.max_ends; i++) {
+		struct up_shm_end *se = &p->ends[i];
+		uint32_t cur = atomic_load_explicit(&se->state, memory_order_relaxed);
+
+		if ((cur & UP_END_ROLE_MASK) != UP_END_FREE)
+			continue;
+		/* The generation in the upper bits changes with every claim, so a
+		 * stale lock owner id can be told from a new holder (issue 6). */
+		uint32_t next = (((cur >> 8) + 1) << 8) | role;
+
+		if (atomic_compare_exchange_strong_explicit(&se->state, &cur, next,
+							    memory_order_acq_rel,
+							    memory_order_relaxed)) {
+			atomic_store_explicit(&se->pid, (int32_t)getpid(), memory_order_release);
+			atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1,
+						  memory_order_release);
+			*idx = i;
+			return 0;
+		}
+	}
+	return -EMFILE;
+}
+
+static void end_slot_free(struct up_pipe *p, uint32_t idx)
+{
+	struct up_shm_end *se = &p->ends[idx];
+	uint32_t cur = atomic_load_explicit(&se->state, memory_order_relaxed);
+
+	atomic_store_explicit(&se->pid, 0, memory_order_relaxed);
+	/* Release: our last uses of the pipe come before the entry is free. */
+	atomic_store_explicit(&se->state, cur & ~UP_END_ROLE_MASK, memory_order_release);
+	atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1, memory_order_release);
+}
+
+int up_open(struct up_pipe *p, int flags, struct up_end **out)
+{
+	struct up_end *e;
+	int dir, r;
+
+	if (!p || !out)
+		return -EINVAL;
+	if (flags & ~(UP_RD | UP_WR | UP_NONBLOCK))
+		return -EINVAL;
+	dir = flags & (UP_RD | UP_WR);
+	if (dir != UP_RD && dir != UP_WR)
+		return -EINVAL;
+	if (atomic_load_explicit(&p->ln->state.broken, memory_order_relaxed))
+		return -EPROTO;
+
+	e = up__calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->p = p;
+	e->flags = flags;
+	e->spin_ns = 20000;
+	e->waker = up__waker_new((p->g.flags & UP_CFG_SQPOLL) != 0);
+	if (!e->waker) {
+		r = -ENOMEM;
+		goto err_free;
+	}
+	r = end_slot_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, &e->idx);
+	if (r < 0)
+		goto err_waker;
+	e->lock_id = e->idx + 1;
+
+	atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+	/* seq_cst: the counts are part of the sleep handshake (EOF/EPIPE). */
+	atomic_fetch_add_explicit(dir == UP_RD ? &p->ln->state.readers : &p->ln->state.writers,
+				  1, memory_order_seq_cst);
+	pthread_mutex_lock(&p->mu);
+	e->next = p->ends_list;
+	if (p->ends_list)
+		p->ends_list->prev = e;
+	p->ends_list = e;
+	pthread_mutex_unlock(&p->mu);
+	*out = e;
+	return 0;
+
+err_waker:
+	e->waker->ops->destroy(e->waker);
+err_free:
+	up__free(e);
+	return r;
+}
+
+static void counters_add(struct up__counters *dst, const struct up__counters *src)
+{
+	up__count(&dst->bytes_written, atomic_load_explicit(&src->bytes_written, memory_order_relaxed));
+	up__count(&dst->bytes_read, atomic_load_explicit(&src->bytes_read, memory_order_relaxed));
+	up__count(&dst->writes, atomic_load_explicit(&src->writes, memory_order_relaxed));
+	up__count(&dst->reads, atomic_load_explicit(&src->reads, memory_order_relaxed));
+	up__count(&dst->waits, atomic_load_explicit(&src->waits, memory_order_relaxed));
+	up__count(&dst->wakes, atomic_load_explicit(&src->wakes, memory_order_relaxed));
+	up__count(&dst->syscalls, atomic_load_explicit(&src->syscalls, memory_order_relaxed));
+}
+
+int up_close(struct up_end *e)
+{
+	struct up_pipe *p;
+	_Atomic uint32_t *count;
+
+	if (!e)
+		return 0;
+	p = e->p;
+	up__ring_end_closing(e);
+	count = (e->flags & UP_RD) ? &p->ln->state.readers : &p->ln->state.writers;
+	/* seq_cst: the progress store for sleepers waiting on EOF/EPIPE. A
+	 * count read as 0 by a hostile peer's doing cannot underflow ours. */
+	uint32_t old = atomic_load_explicit(count, memory_order_relaxed);
+	while (old != 0 &&
+	       !atomic_compare_exchange_weak_explicit(count, &old, old - 1,
+						      memory_order_seq_cst,
+						      memory_order_relaxed))
+		;
+	/* The other side sleeps on its own line: the last writer wakes the
+	 * readers (end of stream), the last reader wakes the writers (EPIPE). */
+	up__ring_wake_all(e, (e->flags & UP_RD) ? &p->ln->wr_wait : &p->ln->rd_wait);
+	end_slot_free(p, e->idx);
+
+	pthread_mutex_lock(&p->mu);
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		p->ends_list = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	counters_add(&p->closed, &e->c);
+	pthread_mutex_unlock(&p->mu);
+
+	e->waker->ops->destroy(e->waker);
+	up__free(e);
+	up__pipe_put(p);
+	return 0;
+}
+
+int up_pipe2(struct up_end *ends[2], const struct up_config *cfg)
+{
+	struct up_pipe *p;
+	int r;
+
+	if (!ends)
+		return -EINVAL;
+	r = up_pipe_create(cfg, &p);
+	if (r < 0)
+		return r;
+	r = up_open(p, UP_RD, &ends[0]);
+	if (r < 0)
+		goto out;
+	r = up_open(p, UP_WR, &ends[1]);
+	if (r < 0) {
+		up_close(ends[0]);
+		ends[0] = NULL;
+	}
+out:
+	up_pipe_release(p);
+	return r;
+}
+
+static int check_iov(const struct iovec *iov, int iovcnt, size_t *total)
+{
+	size_t sum = 0;
+	int i;
+
+	if (iovcnt < 0 || iovcnt > UP_IOV_MAX || (iovcnt > 0 && !iov))
+		return -EINVAL;
+	for (i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -EINVAL;
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - sum)
+			return -EINVAL;
+		sum += iov[i].iov_len;
+	}
+	*total = sum;
+	return 0;
+}
+
+ssize_t up_writev(struct up_end *w, const struct iovec *iov, int iovcnt)
+{
+	size_t len;
+	int r;
+
+	if (!w)
+		return -EINVAL;
+	if (!(w->flags & UP_WR))
+		return -EBADF;
+	r = check_iov(iov, iovcnt, &len);
+	if (r < 0)
+		return r;
+	return up__ring_write(w, iov, iovcnt, len);
+}
+
+ssize_t up_write(struct up_end *w, const void *buf, size_t len)
+{
+	struct iovec v = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
+
+	if (!w)
+		return -EINVAL;
+	if (!(w->flags & UP_WR))
+		return -EBADF;
+	if (len && !buf)
+		return -EINVAL;
+	if (len > SSIZE_MAX)
+		return -EINVAL;
+	return up__ring_write(w, &v, 1, len);
+}
+
+ssize_t up_readv(struct up_end *r, const struct iovec *iov, int iovcnt)
+{
+	size_t len;
+	int rc;
+
+	if (!r)
+		return -EINVAL;
+	if (!(r->flags & UP_RD))
+		return -EBADF;
+	rc = check_iov(iov, iovcnt, &len);
+	if (rc < 0)
+		return rc;
+	return up__ring_read(r, iov, iovcnt, len);
+}
+
+ssize_t up_read(struct up_end *r, void *buf, size_t len)
+{
+	struct iovec v = { .iov_base = buf, .iov_len = len };
+
+	if (!r)
+		return -EINVAL;
+	if (!(r->flags & UP_RD))
+		return -EBADF;
+	if (len && !buf)
+		return -EINVAL;
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX;
+	return up__ring_read(r, &v, 1, len);
+}
+
+ssize_t up_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
+{
+	if (!w || !iov || !iovcnt)
+		return -EINVAL;
+	if (!(w->flags & UP_WR))
+		return -EBADF;
+	return up__ring_reserve(w, len, iov, iovcnt);
+}
+
+int up_commit(struct up_end *w, size_t n)
+{
+	if (!w)
+		return -EINVAL;
+	if (!(w->flags & UP_WR))
+		return -EBADF;
+	return up__ring_commit(w, n);
+}
+
+ssize_t up_peek(struct up_end *r, struct iovec *iov, int *iovcnt)
+{
+	if (!r || !iov || !iovcnt)
+		return -EINVAL;
+	if (!(r->flags & UP_RD))
+		return -EBADF;
+	return up__ring_peek(r, iov, iovcnt);
+}
+
+int up_consume(struct up_end *r, size_t n)
+{
+	if (!r)
+		return -EINVAL;
+	if (!(r->flags & UP_RD))
+		return -EBADF;
+	return up__ring_consume(r, n);
+}
+
+int up_stats(const struct up_pipe *cp, struct up_stats *st)
+{
+	struct up_pipe *p = (struct up_pipe *)(uintptr_t)cp;
+	struct up__counters sum;
+	const struct up_end *e;
+	const char *backend = NULL;
+
+	if (!p || !st)
+		return -EINVAL;
+	memset(&sum, 0, sizeof(sum));
+	pthread_mutex_lock(&p->mu);
+	counters_add(&sum, &p->closed);
+	for (e = p->ends_list; e; e = e->next) {
+		counters_add(&sum, &e->c);
+		backend = e->waker->ops->name;
+	}
+	pthread_mutex_unlock(&p->mu);
+	/* With no end open, say what a new one would get. */
+	if (!backend)
+		backend = up__waker_probe_name((p->g.flags & UP_CFG_SQPOLL) != 0);
+
+	memset(st, 0, sizeof(*st));
+	st->bytes_written = atomic_load_explicit(&sum.bytes_written, memory_order_relaxed);
+	st->bytes_read = atomic_load_explicit(&sum.bytes_read, memory_order_relaxed);
+	st->writes = atomic_load_explicit(&sum.writes, memory_order_relaxed);
+	st->reads = atomic_load_explicit(&sum.reads, memory_order_relaxed);
+	st->waits = atomic_load_explicit(&sum.waits, memory_order_relaxed);
+	st->wakes = atomic_load_explicit(&sum.wakes, memory_order_relaxed);
+	st->syscalls = atomic_load_explicit(&sum.syscalls, memory_order_relaxed);
+	/* Relaxed: a snapshot for reporting. */
+	st->readers = atomic_load_explicit(&p->ln->state.readers, memory_order_relaxed);
+	st->writers = atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed);
+	st->numa_node = p->numa_node;
+	strncpy(st->backend, backend, sizeof(st->backend) - 1);
+	return 0;
+}
+
+struct up_pipe *up_end_pipe(const struct up_end *e)
+{
+	return e ? e->p : NULL;
+}
+
+size_t up_capacity(const struct up_pipe *p)
+{
+	return p ? (size_t)p->g.page_count * p->g.page_size : 0;
+}
+
+size_t up_page_size(const struct up_pipe *p)
+{
+	return p ? p->g.page_size : 0;
+}
+
+const char *up_strerror(int err)
+{
+	switch (err) {
+	case 0:
+		return "success";
+	case -EINVAL:
+		return "invalid argument";
+	case -EBADF:
+		return "wrong endpoint direction for this call";
+	case -EAGAIN:
+		return "operation would block";
+	case -EPIPE:
+		return "no reader left on the pipe";
+	case -EPROTO:
+		return "shared segment foreign, incompatible or corrupted";
+	case -ENOMEM:
+		return "out of memory";
+	case -EMFILE:
+		return "too many endpoints or file descriptors";
+	default:
+		return err < 0 ? strerror(-err) : "not an error code";
+	}
+}

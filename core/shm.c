@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shm.c - the shared segment: memfd, seals, mapping, header validation.
+ *
+ * A pipe is one memfd, sized once and sealed against shrinking and growing
+ * (F_SEAL_SHRINK | F_SEAL_GROW), so no peer can truncate it under another
+ * process's mapping and make it fault with SIGBUS. Hole punching stays
+ * allowed: that is how idle pages go back to the kernel.
+ *
+ * Attach trusts nothing: it checks the seals, the file size, and every header
+ * field against the layout that the header's own geometry implies, then
+ * copies the geometry into private memory. Later reads of the segment are
+ * range-checked where they are used (ring.c, pagepool.c).
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "up_int.h"
+
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+
+static uint32_t ilog2_u32(uint32_t v)
+{
+	uint32_t s = 0;
+
+	while ((1u << s) < v)
+		s++;
+	return s;
+}
+
+static uint32_t roundup_pow2(uint32_t v)
+{
+	uint32_t r = 1;
+
+	while (r < v)
+		r <<= 1;
+	return r;
+}
+
+static void geom_from_hdr(struct up__geom *g, const struct up_shm_hdr *h,
+			  const struct up_shm_offsets *o)
+{
+	g->page_size = h->page_size;
+	g->page_shift = ilog2_u32(h->page_size);
+	g->page_count = h->page_count;
+	g->slot_count = h->slot_count;
+	g->slot_mask = h->slot_count - 1;
+	g->max_ends = h->max_ends;
+	g->flags = h->flags;
+	g->off = *o;
+}
+
+static void set_pointers(struct up_pipe *p)
+{
+	p->hdr = (struct up_shm_hdr *)p->base;
+	p->ln = (struct up_shm_lines *)(p->base + UP_SHM_LINES_OFF);
+	p->ends = (struct up_shm_end *)(p->base + p->g.off.ends);
+	p->slots = (struct up_shm_slot *)(p->base + p->g.off.slots);
+	p->pool = (_Atomic uint32_t *)(p->base + p->g.off.pool);
+	p->pages = p->base + p->g.off.pages;
+}
+
+static struct up_pipe *pipe_alloc(void)
+{
+	struct up_pipe *p = up__calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	if (pthread_mutex_init(&p->mu, NULL) != 0) {
+		up__free(p);
+		return NULL;
+	}
+	p->fd = -1;
+	atomic_init(&p->refs, 1);
+	return p;
+}
+
+static void pipe_free(struct up_pipe *p)
+{
+	pthread_mutex_destroy(&p->mu);
+	up__free(p);
+}
+
+int up__shm_create(const struct up_config *cfg, struct up_pipe **out)
+{
+	struct up_shm_offsets o;
+	struct up_shm_hdr h;
+	struct up_pipe *p;
+	size_t cap, ps;
+	uint32_t pages;
+	int fd, r;
+
+	ps = cfg->page_size ? cfg->page_size : UP_DEFAULT_PAGE_SIZE;
+	cap = cfg->capacity ? cfg->capacity : UP_DEFAULT_CAPACITY;
+	if (ps < UP_MIN_PAGE_SIZE || ps > UP_MAX_PAGE_SIZE || (ps & (ps - 1)))
+		return -EINVAL;
+	if (cap > UP_MAX_CAPACITY)
+		return -EINVAL;
+	pages = (uint32_t)((cap + ps - 1) / ps);
+	if (pages < UP_MIN_PAGES)
+		pages = UP_MIN_PAGES;
+	if (up__shm_offsets((uint32_t)ps, pages, roundup_pow2(pages),
+			    UP_SHM_MAX_ENDS, &o) < 0)
+		return -EINVAL;
+	if (cfg->numa_node < -1)
+		return -EINVAL;
+
+	memset(&h, 0, sizeof(h));
+	h.magic = UP_SHM_MAGIC;
+	h.version = UP_SHM_VERSION;
+	h.hdr_size = sizeof(h);
+	h.seg_size = o.size;
+	h.page_size = (uint32_t)ps;
+	h.page_count = pages;
+	h.slot_count = roundup_pow2(pages);
+	h.max_ends = UP_SHM_MAX_ENDS;
+	h.flags = cfg->flags;
+	h.numa_node = cfg->numa_node;
+	h.off_ends = o.ends;
+	h.off_slots = o.slots;
+	h.off_pool = o.pool;
+	h.off_pages = o.pages;
+	h.checksum = up__shm_hdr_sum(&h);
+
+	p = pipe_alloc();
+	if (!p)
+		return -ENOMEM;
+
+	fd = memfd_create("uringpipe", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0) {
+		r = -errno;
+		goto err_free;
+	}
+	if (ftruncate(fd, (off_t)o.size) < 0) {
+		r = -errno;
+		goto err_close;
+	}
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		r = -errno;
+		goto err_close;
+	}
+	p->base = mmap(NULL, o.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p->base == MAP_FAILED) {
+		r = -errno;
+		p->base = NULL;
+		goto err_close;
+	}
+	/* Bind before the first touch, so every page is born on the node. */
+	r = up__numa_bind(p->base, o.size, cfg->numa_node);
+	if (r < 0)
+		goto err_unmap;
+
+	/* Fault the segment in now, on the bound node: a first write into a
+	 * fresh page would otherwise pay a page fault on the data path. */
+	madvise(p->base, o.size, MADV_POPULATE_WRITE);
+	p->fd = fd;
+	geom_from_hdr(&p->g, &h, &o);
+	set_pointers(p);
+	memcpy(p->hdr, &h, sizeof(h));
+	up__ring_init(p);
+	up__pool_init(p);
+	p->numa_node = up__numa_node_of(p->base);
+	*out = p;
+	return 0;
+
+err_unmap:
+	munmap(p->base, o.size);
+err_close:
+	close(fd);
+err_free:
+	pipe_free(p);
+	return r;
+}
+
+/* Validate a private copy of a header against the file it came from. */
+static int validate_hdr(const struct up_shm_hdr *h, uint64_t file_size,
+			struct up_shm_offsets *o)
+{
+	if (h->magic != UP_SHM_MAGIC)
+		return -EPROTO;
+	if (h->version != UP_SHM_VERSION || h->hdr_size != sizeof(*h))
+		return -EPROTO;
+	if (h->checksum != up__shm_hdr_sum(h))
+		return -EPROTO;
+	if (up__shm_offsets(h->page_size, h->page_count, h->slot_count,
+			    h->max_ends, o) < 0)
+		return -EPROTO;
+	if (h->seg_size != o->size || file_size != o->size)
+		return -EPROTO;
+	if (h->off_ends != o->ends || h->off_slots != o->slots ||
+	    h->off_pool != o->pool || h->off_pages != o->pages)
+		return -EPROTO;
+	if ((h->flags & ~UP_CFG_ALL) != 0 || h->numa_node < -1)
+		return -EPROTO;
+	return 0;
+}
+
+int up__shm_attach(int fd, struct up_pipe **out)
+{
+	struct up_shm_offsets o;
+	struct up_shm_hdr h;
+	struct up_pipe *p;
+	struct stat st;
+	int seals, nfd, r;
+
+	if (fd < 0)
+		return -EBADF;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(h))
+		return -EPROTO;
+	/* Without both seals a peer could shrink the file under us. */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0)
+		return errno == EINVAL ? -EPROTO : -errno;
+	if ((seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+		return -EPROTO;
+	/* pread, not the mapping: the private copy is what gets validated. */
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		return -EPROTO;
+	r = validate_hdr(&h, (uint64_t)st.st_size, &o);
+	if (r < 0)
+		return r;
+
+	p = pipe_alloc();
+	if (!p)
+		return -ENOMEM;
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (nfd < 0) {
+		r = -errno;
+		goto err_free;
+	}
+	p->base = mmap(NULL, o.size, PROT_READ | PROT_WRITE, MAP_SHARED, nfd, 0);
+	if (p->base == MAP_FAILED) {
+		r = -errno;
+		goto err_close;
+	}
+	p->fd = nfd;
+	geom_from_hdr(&p->g, &h, &o);
+	set_pointers(p);
+	p->numa_node = up__numa_node_of(p->base);
+	*out = p;
+	return 0;
+
+err_close:
+	close(nfd);
+err_free:
+	pipe_free(p);
+	return r;
+}
+
+void up__shm_unmap(struct up_pipe *p)
+{
+	if (p->base)
+		munmap(p->base, p->g.off.size);
+	if (p->fd >= 0)
+		close(p->fd);
+	pipe_free(p);
+}

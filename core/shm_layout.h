@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shm_layout.h - the fixed-width layout of a pipe's shared segment.
+ *
+ * Everything here is ABI between processes that may run different builds of
+ * the library: fields have fixed widths, the header carries a magic, a layout
+ * version and a checksum, and every region's offset is a pure function of the
+ * geometry (page size, page count, slot count), so a process attaching a
+ * segment recomputes the offsets instead of trusting stored ones.
+ *
+ *   offset 0                 struct up_shm_hdr      immutable after creation
+ *   + 2 lines                struct up_shm_state    reader/writer counts, broken flag
+ *   + 1 line                 struct up_shm_prod     head                      (producers)
+ *   + 1 line                 struct up_shm_cons     tail, tail_off            (consumers)
+ *   + 1 line                 struct up_shm_lock     writers' lock
+ *   + 1 line                 struct up_shm_lock     readers' lock
+ *   + 1 line                 struct up_shm_pool_get pool index writers take at
+ *   + 1 line                 struct up_shm_pool_put pool index readers return at
+ *   + 1 line                 struct up_shm_wait     readers' sleep line (futex)
+ *   + 1 line                 struct up_shm_wait     writers' sleep line (futex)
+ *   ends[UP_SHM_MAX_ENDS]    struct up_shm_end      who holds an endpoint
+ *   slots[slot_count]        struct up_shm_slot     the ring (cf. pipe_buffer)
+ *   pool[slot_count]         uint32 page indices    free pages, a ring
+ *   (aligned to 4 KiB)
+ *   pages[page_count]        page_size bytes each   data
+ *
+ * Each line written by one side sits alone on its 64-byte line, so a
+ * producer never invalidates the consumer's line and vice versa (DPDK
+ * rte_ring_core.h does the same). The wait lines are written only when
+ * somebody sleeps, so the hot path merely reads them from its own cache.
+ *
+ * Nothing read from this segment is trusted after attach: the immutable
+ * header is copied into a private struct up__geom once and never re-read,
+ * and every index, length and page number taken from the shared lines is
+ * range-checked at the point of use (ring.c).
+ */
+#ifndef UP_CORE_SHM_LAYOUT_H
+#define UP_CORE_SHM_LAYOUT_H
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define UP_SHM_MAGIC      0x455049504752554eull /* "NURGPIPE" little-endian */
+#define UP_SHM_VERSION    1u
+#define UP_CACHELINE      64u
+#define UP_SHM_MAX_ENDS   64u
+#define UP_SHM_PAGE_ALIGN 4096u
+
+#define UP_MIN_PAGE_SIZE  4096u
+#define UP_MAX_PAGE_SIZE  (1u << 20)
+#define UP_MAX_CAPACITY   ((size_t)1 << 30)
+#define UP_MIN_PAGES      2u
+
+struct up_shm_hdr {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t hdr_size;   /* sizeof(struct up_shm_hdr) */
+	uint64_t seg_size;   /* bytes of the memfd */
+	uint32_t page_size;  /* power of two, UP_MIN..UP_MAX_PAGE_SIZE */
+	uint32_t page_count; /* pages in the pool */
+	uint32_t slot_count; /* ring slots: power of two >= page_count */
+	uint32_t max_ends;   /* entries of the endpoint table */
+	uint32_t flags;      /* UP_CFG_* the pipe was created with */
+	int32_t  numa_node;  /* node asked for at creation (-1 = policy) */
+	uint64_t off_ends, off_slots, off_pool, off_pages;
+	uint64_t checksum;   /* FNV-1a 64 of the bytes before this field */
+	uint8_t  pad_[2 * UP_CACHELINE - 88];
+};
+
+struct up_shm_state {
+	_Atomic uint32_t readers; /* open reader endpoints, all processes */
+	_Atomic uint32_t writers; /* open writer endpoints, all processes */
+	_Atomic uint32_t broken;  /* set once a violation was seen */
+	_Atomic uint32_t ends_gen;/* bumped when the endpoint table changes */
+	uint8_t pad_[UP_CACHELINE - 16];
+};
+
+/* Producer line: written only by writers, under the writers' lock; read by
+ * readers polling for data. */
+struct up_shm_prod {
+	_Atomic uint32_t head; /* free-running slot index: next slot to fill */
+	uint8_t pad_[UP_CACHELINE - 4];
+};
+
+/* Consumer line: written only by readers, under the readers' lock; read by
+ * writers once per page published. */
+struct up_shm_cons {
+	_Atomic uint32_t tail;     /* free-running slot index: next slot to read */
+	_Atomic uint32_t tail_off; /* bytes of slot tail already read */
+	uint8_t pad_[UP_CACHELINE - 8];
+};
+
+/* A lock on its own line: 0 free, else owner end index + 1, with
+ * UP_LOCK_WAITERS when somebody sleeps on it. Apart from head/tail because
+ * the other side polls those: taking the lock must not steal their line. */
+struct up_shm_lock {
+	_Atomic uint32_t word;
+	uint8_t pad_[UP_CACHELINE - 4];
+};
+
+/* Pool indices: writers take free pages at get, readers return them at put.
+ * put - get is the number of free pages in the pool. */
+struct up_shm_pool_get {
+	_Atomic uint32_t get;
+	uint8_t pad_[UP_CACHELINE - 4];
+};
+struct up_shm_pool_put {
+	_Atomic uint32_t put;
+	uint8_t pad_[UP_CACHELINE - 4];
+};
+
+/* A sleep line; the protocol is described in core/wake.h. */
+struct up_shm_wait {
+	_Atomic uint32_t seq;     /* the futex word */
+	_Atomic uint32_t nwait;   /* sleepers announced */
+	_Atomic uint32_t pending; /* a waker has bumped seq and not been seen yet */
+	uint8_t pad_[UP_CACHELINE - 12];
+};
+
+#define UP_LOCK_WAITERS 0x80000000u
+
+/* Endpoint table entry. state: 0 free, else role | gen << 8. */
+#define UP_END_FREE   0u
+#define UP_END_READER 1u
+#define UP_END_WRITER 2u
+#define UP_END_ROLE_MASK 0xffu
+struct up_shm_end {
+	_Atomic uint32_t state;
+	_Atomic int32_t  pid;
+	uint32_t pad_[2];
+};
+
+/* One ring slot: a page of the pool holding stream bytes [0, len). Written
+ * only by writers: page before publishing head, len also later while the
+ * slot is the last one (merging small writes). The readers' progress inside
+ * the tail slot is cons.tail_off, on the readers' own line, so that reading
+ * never dirties a line the writer is about to write. */
+struct up_shm_slot {
+	_Atomic uint32_t page;
+	_Atomic uint32_t len;
+	uint32_t flags;
+	uint32_t pad_;
+};
+
+struct up_shm_lines {
+	struct up_shm_state    state;
+	struct up_shm_prod     prod;
+	struct up_shm_cons     cons;
+	struct up_shm_lock     wlock;   /* writers' lock */
+	struct up_shm_lock     rlock;   /* readers' lock */
+	struct up_shm_pool_get pget;
+	struct up_shm_pool_put pput;
+	struct up_shm_wait     rd_wait; /* readers sleep here */
+	struct up_shm_wait     wr_wait; /* writers sleep here */
+};
+
+static_assert(sizeof(struct up_shm_hdr) == 2 * UP_CACHELINE, "header is two lines");
+static_assert(offsetof(struct up_shm_hdr, checksum) == 80, "checksum offset");
+static_assert(sizeof(struct up_shm_state) == UP_CACHELINE, "line");
+static_assert(offsetof(struct up_shm_lines, prod) % UP_CACHELINE == 0, "prod on its line");
+static_assert(offsetof(struct up_shm_lines, cons) - offsetof(struct up_shm_lines, prod) ==
+	      UP_CACHELINE, "producer and consumer lines apart");
+static_assert(offsetof(struct up_shm_lines, wr_wait) % UP_CACHELINE == 0, "wait line");
+static_assert(sizeof(struct up_shm_lines) == 9 * UP_CACHELINE, "nine lines");
+static_assert(sizeof(struct up_shm_slot) == 16, "slot is 16 bytes");
+static_assert(sizeof(struct up_shm_end) == 16, "end is 16 bytes");
+static_assert(ATOMIC_INT_LOCK_FREE == 2, "shared atomics must be lock-free across processes");
+
+#define UP_SHM_LINES_OFF ((uint64_t)sizeof(struct up_shm_hdr))
+
+/* The layout as a pure function of the geometry. Returns 0, or -1 when the
+ * geometry itself is out of range (callers map that to -EINVAL/-EPROTO). */
+struct up_shm_offsets {
+	uint64_t ends, slots, pool, pages, size;
+};
+
+static inline int up__shm_offsets(uint32_t page_size, uint32_t page_count,
+				  uint32_t slot_count, uint32_t max_ends,
+				  struct up_shm_offsets *o)
+{
+	uint64_t x;
+
+	if (page_size < UP_MIN_PAGE_SIZE || page_size > UP_MAX_PAGE_SIZE ||
+	    (page_size & (page_size - 1)) != 0)
+		return -1;
+	if (page_count < UP_MIN_PAGES ||
+	    (uint64_t)page_count * page_size > UP_MAX_CAPACITY)
+		return -1;
+	if (slot_count < page_count || (slot_count & (slot_count - 1)) != 0 ||
+	    slot_count / 2 >= page_count)
+		return -1;
+	if (max_ends != UP_SHM_MAX_ENDS)
+		return -1;
+	x = UP_SHM_LINES_OFF + sizeof(struct up_shm_lines);
+	o->ends = x;
+	x += (uint64_t)max_ends * sizeof(struct up_shm_end);
+	x = (x + UP_CACHELINE - 1) & ~(uint64_t)(UP_CACHELINE - 1);
+	o->slots = x;
+	x += (uint64_t)slot_count * sizeof(struct up_shm_slot);
+	o->pool = x;
+	x += (uint64_t)slot_count * sizeof(uint32_t);
+	x = (x + UP_SHM_PAGE_ALIGN - 1) & ~(uint64_t)(UP_SHM_PAGE_ALIGN - 1);
+	o->pages = x;
+	x += (uint64_t)page_count * page_size;
+	o->size = x;
+	return 0;
+}
+
+/* FNV-1a 64 over the header bytes before the checksum. */
+static inline uint64_t up__shm_hdr_sum(const struct up_shm_hdr *h)
+{
+	const unsigned char *b = (const unsigned char *)h;
+	uint64_t s = 0xcbf29ce484222325ull;
+	size_t i;
+
+	for (i = 0; i < offsetof(struct up_shm_hdr, checksum); i++) {
+		s ^= b[i];
+		s *= 0x100000001b3ull;
+	}
+	return s;
+}
+
+#endif /* UP_CORE_SHM_LAYOUT_H */

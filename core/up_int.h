@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * up_int.h - private structures shared by the files of core/.
+ */
+#ifndef UP_CORE_INT_H
+#define UP_CORE_INT_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "uringpipe.h"
+#include "shm_layout.h"
+#include "wake.h"
+
+#if defined(__GNUC__)
+#define up__likely(x)   __builtin_expect(!!(x), 1)
+#define up__unlikely(x) __builtin_expect(!!(x), 0)
+#else
+#define up__likely(x)   (x)
+#define up__unlikely(x) (x)
+#endif
+
+#ifdef NDEBUG
+#define up__assert(x) ((void)0)
+#else
+#include <assert.h>
+#define up__assert(x) assert(x)
+#endif
+
+static inline void up__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/*
+ * The geometry, copied out of the header once at create/attach and never
+ * re-read from shared memory: a peer that rewrites the header later cannot
+ * change what this process believes the bounds are.
+ */
+struct up__geom {
+	uint32_t page_size;
+	uint32_t page_shift;
+	uint32_t page_count;
+	uint32_t slot_count;
+	uint32_t slot_mask;
+	uint32_t max_ends;
+	uint32_t flags;
+	struct up_shm_offsets off;
+};
+
+/* Per-endpoint counters. Written by the endpoint's one thread with relaxed
+ * load+store (no RMW: nobody else writes them), read by up_stats from any
+ * thread. */
+struct up__counters {
+	_Atomic uint64_t bytes_written, bytes_read, writes, reads;
+	_Atomic uint64_t waits, wakes, syscalls;
+};
+
+static inline void up__count(_Atomic uint64_t *c, uint64_t n)
+{
+	/* Relaxed: a statistic; single writer, so load+store is not a race. */
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+struct up_pipe {
+	_Atomic uint32_t refs; /* the handle (until release) + each open end */
+	bool released;         /* up_pipe_release called */
+	int fd;
+	unsigned char *base;   /* the mapping */
+	struct up__geom g;
+
+	/* Pointers into the mapping, computed from g.off, never from shm. */
+	struct up_shm_hdr *hdr;
+	struct up_shm_lines *ln;
+	struct up_shm_end *ends;
+	struct up_shm_slot *slots;
+	_Atomic uint32_t *pool;
+	unsigned char *pages;
+
+	int numa_node;          /* where the pages are (read back) */
+	pthread_mutex_t mu;     /* guards ends_list and closed */
+	struct up_end *ends_list;
+	struct up__counters closed; /* counters of closed ends, folded in */
+};
+
+#define UP_END_CACHE_MAX 256u
+
+struct up_end {
+	struct up_pipe *p;
+	int flags;            /* UP_RD/UP_WR | UP_NONBLOCK */
+	uint32_t idx;         /* entry in the segment's endpoint table */
+	uint32_t lock_id;     /* idx + 1: the value this end writes into locks */
+	struct up__waker *waker;
+	struct up__counters c;
+	uint32_t spin_ns;     /* adaptive spin budget before sleeping */
+	int err;              /* deferred error after a partial transfer */
+
+	/* Writer: pages taken from the pool but not yet published (reserve
+	 * spans, or left over from a batch). */
+	uint32_t ncache;
+	uint32_t resv_pages;  /* first resv_pages of cache are reserved */
+	size_t resv_bytes;
+	uint32_t cache[UP_END_CACHE_MAX];
+
+	/* Reader: holding the readers' lock between peek and consume. */
+	bool peek_locked;
+	/* Reader: consecutive reads that found small amounts without waiting
+	 * (a fast writer streaming small writes); see coalesce() in ring.c. */
+	uint32_t streak;
+
+	/* Peer-death watching (uring backend). */
+	int peer_pidfds[8];
+	int npeer;
+
+	struct up_end *next, *prev;
+};
+
+/* shm.c */
+int up__shm_create(const struct up_config *cfg, struct up_pipe **out);
+int up__shm_attach(int fd, struct up_pipe **out);
+void up__shm_unmap(struct up_pipe *p);
+
+/* pipe.c */
+void up__pipe_put(struct up_pipe *p);
+void up__mark_broken(struct up_pipe *p);
+
+/* ring.c: the data path; the only file that touches head/tail. */
+ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, size_t len);
+ssize_t up__ring_read(struct up_end *r, const struct iovec *iov, int iovcnt, size_t len);
+ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt);
+int up__ring_commit(struct up_end *w, size_t n);
+ssize_t up__ring_peek(struct up_end *r, struct iovec *iov, int *iovcnt);
+int up__ring_consume(struct up_end *r, size_t n);
+void up__ring_end_closing(struct up_end *e);
+void up__ring_wake_all(struct up_end *e, struct up_shm_wait *wl);
+void up__ring_init(struct up_pipe *p);
+
+/* pagepool.c: the free-page ring; batch take (writers) and put (readers). */
+int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want);
+int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n);
+uint32_t up__pool_free(struct up_pipe *p);
+void up__pool_init(struct up_pipe *p);
+
+/* numa.c */
+int up__numa_bind(void *addr, size_t len, int node);
+int up__numa_node_of(const void *addr);
+
+/* alloc.c: the only caller of the process-private allocator. */
+void *up__calloc(size_t n, size_t sz);
+void up__free(void *ptr);
+
+#endif /* UP_CORE_INT_H */

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wake.h - the sleep/wake interface between core/ and its backends.
+ *
+ * core/ knows nothing of io_uring. When a side has nothing to do it sleeps on
+ * a 32-bit word in the shared segment through this ops table; uring/ fills in
+ * an io_uring implementation (IORING_OP_FUTEX_WAIT/WAKE on the shared, not
+ * private, futex) and core/wake_futex.c is the plain futex(2) fallback. Both
+ * operate on the same words with the same protocol, so a process on one
+ * backend and its peer on the other interoperate (a FUTEX_WAIT armed through
+ * io_uring is woken by a futex(2) wake and vice versa).
+ *
+ * THE HANDSHAKE (referred to as "see wake.h" elsewhere)
+ *
+ * Each direction has a wait line in the segment with three words:
+ *   seq     - bumped by a waker that finds a sleeper; the futex word;
+ *   nwait   - how many endpoints are (about to be) asleep on seq;
+ *   pending - set by the waker that bumps seq, cleared by each sleeper
+ *             before it announces itself: while set, later wakers skip the
+ *             system call, so a burst of small writes costs one wake, not
+ *             one per write.
+ *
+ * Sleeper (all seq_cst)                   Waker (all seq_cst)
+ *   s = load(seq)                           publish progress (store)
+ *   store(pending, 0)                       if load(nwait) != 0 &&
+ *   nwait += 1                                 xchg(pending, 1) == 0:
+ *   re-check the condition                      seq += 1
+ *   if still blocked:                           futex_wake(&seq, all)
+ *       futex_wait(&seq, s)
+ *   nwait -= 1
+ *
+ * Dekker's argument: the sleeper's nwait increment and the waker's progress
+ * store are both seq_cst, and each side loads the other's word afterwards
+ * (seq_cst), so at least one of them sees the other. Either the sleeper's
+ * re-check sees the progress and it does not sleep, or the waker sees
+ * nwait != 0 and bumps seq; the bump makes a futex_wait that has not yet
+ * started return at once (seq != s) and wakes one that has. No wakeup is
+ * lost, and a side that never finds a sleeper never enters the kernel.
+ * pending cannot hide a wake: if the waker finds it already set, the waker
+ * that set it did so after this sleeper cleared it, hence after the sleeper
+ * read s, and that waker's seq bump (still to come, or done) ends the wait.
+ * Removing either seq_cst (making the progress store a release, say) reopens
+ * the store-buffer window; tests/model/ checks exactly that.
+ *
+ * Waits are bounded by a timeout (up__wake_ops.wait's @timeout_ns) so that a
+ * sleeper also notices a dead peer and a broken segment; a timeout is not an
+ * error, the caller just re-checks.
+ */
+#ifndef UP_CORE_WAKE_H
+#define UP_CORE_WAKE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+struct up__waker;
+
+struct up__wake_ops {
+	const char *name; /* "io_uring", "io_uring-sqpoll", "futex" */
+	/*
+	 * Sleep while *word == expect, at most @timeout_ns (0 = no limit).
+	 * @peer_pidfds/@npeer: pidfds of peer processes to watch while asleep
+	 * (the call returns early when one becomes readable, i.e. that process
+	 * died); backends that cannot watch them rely on the timeout.
+	 * Returns 0 (woken, value changed, or a peer event), -ETIMEDOUT,
+	 * -EINTR, or another -errno. Adds the system calls it made to
+	 * *syscalls.
+	 */
+	int (*wait)(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
+		    uint64_t timeout_ns, const int *peer_pidfds, int npeer,
+		    uint64_t *syscalls);
+	/* Wake every sleeper on @word. Returns 0 or -errno; counts syscalls. */
+	int (*wake)(struct up__waker *w, _Atomic uint32_t *word, uint64_t *syscalls);
+	/* Free the per-endpoint state. */
+	void (*destroy)(struct up__waker *w);
+};
+
+/*
+ * A waker is per endpoint (endpoints are used by one thread at a time, so a
+ * waker never needs a lock). The backend allocates a larger struct that
+ * begins with this one.
+ */
+struct up__waker {
+	const struct up__wake_ops *ops;
+};
+
+/* The plain futex(2) backend (core/wake_futex.c). Returns NULL on ENOMEM. */
+struct up__waker *up__waker_futex_new(void);
+
+/*
+ * Backend selection (core/wake_select.c): tries io_uring (with SQPOLL when
+ * @sqpoll) when the build has it and the environment does not force the
+ * fallback (UP_FORCE_FUTEX=1), else futex. Never fails except on ENOMEM.
+ */
+struct up__waker *up__waker_new(int sqpoll);
+
+/* Implemented in uring/ when the build has liburing; NULL when io_uring or
+ * its futex opcodes are refused here (the caller then falls back). */
+struct up__waker *up__waker_uring_new(int sqpoll);
+
+/* Name of the backend a new endpoint of this process would get. */
+const char *up__waker_probe_name(int sqpoll);
+
+#endif /* UP_CORE_WAKE_H */

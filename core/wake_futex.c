@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wake_futex.c - the futex(2) wakeup backend: the fallback where io_uring or
+ * its futex opcodes are refused, and the reference the io_uring backend must
+ * match. Shared (not private) futexes: the sleeper and the waker may be
+ * different processes mapping the same memfd page.
+ *
+ * Peer death: futex(2) cannot watch pidfds, so the caller bounds every wait
+ * with a timeout and checks its peers when it expires.
+ */
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "up_int.h"
+
+static int futex_wait_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
+			 uint64_t timeout_ns, const int *peer_pidfds, int npeer,
+			 uint64_t *syscalls)
+{
+	struct timespec ts, *tsp = NULL;
+	long r;
+
+	(void)w;
+	(void)peer_pidfds;
+	(void)npeer;
+	if (timeout_ns) {
+		ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
+		ts.tv_nsec = (long)(timeout_ns % 1000000000ull);
+		tsp = &ts;
+	}
+	*syscalls += 1;
+	r = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expect, tsp, NULL, 0);
+	if (r < 0)
+		return errno == EAGAIN ? 0 : -errno;
+	return 0;
+}
+
+static int futex_wake_op(struct up__waker *w, _Atomic uint32_t *word, uint64_t *syscalls)
+{
+	(void)w;
+	*syscalls += 1;
+	if (syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+static void futex_destroy(struct up__waker *w)
+{
+	up__free(w);
+}
+
+static const struct up__wake_ops futex_ops = {
+	.name = "futex",
+	.wait = futex_wait_op,
+	.wake = futex_wake_op,
+	.destroy = futex_destroy,
+};
+
+struct up__waker *up__waker_futex_new(void)
+{
+	struct up__waker *w = up__calloc(1, sizeof(*w));
+
+	if (w)
+		w->ops = &futex_ops;
+	return w;
+}

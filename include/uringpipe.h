@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uringpipe — a byte-stream pipe in shared memory.
+ *
+ * A pipe lives in a sealed memfd that every process holding an endpoint maps.
+ * Data moves through a ring of pages without system calls; the kernel is used
+ * only to sleep and to wake (io_uring FUTEX_WAIT/FUTEX_WAKE, or futex(2)).
+ *
+ * Conventions, for every call below:
+ *  - the return value is 0, a byte count, or a negative errno; errno is never
+ *    read or set;
+ *  - destructors accept NULL; there is no global state and no init call;
+ *  - semantics follow pipe(7): see uringpipe(7) and docs/DESIGN.md.
+ *
+ * Error codes and what they always mean:
+ *   -EINVAL  a bad argument (NULL pointer, unknown flag, impossible size);
+ *   -EBADF   the endpoint has the wrong direction for the call;
+ *   -EAGAIN  a UP_NONBLOCK endpoint would have to wait;
+ *   -EPIPE   no reader is left (writes); SIGPIPE is never raised;
+ *   -EPROTO  the shared segment is foreign, of another layout version, or was
+ *            corrupted by a peer; the pipe is then broken for this process;
+ *   -ENOMEM, -EMFILE, ...  resource exhaustion, passed through from the kernel.
+ *
+ * Thread-safety classes used in the comments:
+ *   "any thread"         may be called concurrently on the same object;
+ *   "exclusive on end"   one thread at a time per endpoint (different
+ *                        endpoints may be used concurrently).
+ */
+#ifndef URINGPIPE_H
+#define URINGPIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "uringpipe/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(UP_BUILDING_LIBRARY) && defined(__GNUC__)
+#define UP_API __attribute__((visibility("default")))
+#else
+#define UP_API
+#endif
+
+struct up_pipe; /* one process's mapping of one pipe; thread-safe */
+struct up_end;  /* one reader or writer endpoint; one thread at a time */
+
+/* Largest write guaranteed not to be interleaved with other writers'. */
+#define UP_PIPE_BUF 4096
+
+/* up_config.flags */
+#define UP_CFG_SQPOLL 0x1u /* submit wakes through an SQPOLL ring (io_uring backend) */
+#define UP_CFG_ALL    (UP_CFG_SQPOLL)
+
+#define UP_DEFAULT_CAPACITY  (1u << 20)
+#define UP_DEFAULT_PAGE_SIZE 4096u
+
+struct up_config {
+	uint32_t size;      /* sizeof(struct up_config): lets the struct grow */
+	uint32_t flags;     /* UP_CFG_* bits; unknown bits are -EINVAL */
+	size_t   capacity;  /* bytes the pipe can hold; 0 = default (1 MiB) */
+	size_t   page_size; /* bytes per ring page; 0 = default (4 KiB) */
+	int      numa_node; /* -1 = the caller's memory-policy / local node */
+};
+
+/*
+ * up_config_init - fill @cfg with the defaults (size set, capacity 1 MiB,
+ * 4 KiB pages, numa_node -1). Any thread; never blocks.
+ */
+UP_API void up_config_init(struct up_config *cfg);
+
+/*
+ * up_pipe_create - lay out a new pipe in a fresh sealed memfd.
+ * @cfg may be NULL for the defaults. The capacity is rounded up to whole
+ * pages; page_size must be a power of two between 4 KiB and 1 MiB; capacity
+ * at most 1 GiB and at least two pages.
+ * Returns 0 and *out, or -EINVAL (bad config, unknown flag, impossible NUMA
+ * node), -ENOMEM, -EMFILE, or another -errno from memfd_create/mmap.
+ * Any thread; enters the kernel (memfd_create, ftruncate, mmap, fcntl).
+ */
+UP_API int up_pipe_create(const struct up_config *cfg, struct up_pipe **out);
+
+/*
+ * up_pipe_attach - map a pipe made elsewhere (inherited or received fd).
+ * Validates the seals, the size, and every field of the header; the fd is
+ * duplicated, the caller keeps its own.
+ * Returns 0 and *out; -EPROTO if the segment is foreign, of another layout
+ * version, or corrupt; -EBADF/-EINVAL for a bad fd; -ENOMEM.
+ * Any thread; enters the kernel.
+ */
+UP_API int up_pipe_attach(int fd, struct up_pipe **out);
+
+/*
+ * up_pipe_fd - the memfd, to pass by fork/exec or SCM_RIGHTS. Still owned by
+ * @p (close-on-exec is set: dup it for exec). Returns the fd or -EINVAL.
+ * Any thread; never blocks.
+ */
+UP_API int up_pipe_fd(const struct up_pipe *p);
+
+/*
+ * up_pipe_release - drop this handle. Open endpoints keep the mapping alive;
+ * the last of them unmaps it. NULL is accepted. Any thread.
+ */
+UP_API void up_pipe_release(struct up_pipe *p);
+
+/* up_open() flags */
+#define UP_RD       0x1
+#define UP_WR       0x2
+#define UP_NONBLOCK 0x4
+
+/*
+ * up_open - open a reader (UP_RD) or a writer (UP_WR) endpoint on @p,
+ * optionally UP_NONBLOCK. Exactly one of UP_RD/UP_WR.
+ * Returns 0 and *out, -EINVAL (bad flags), -EMFILE (endpoint table of the
+ * segment full), -EPROTO (pipe broken), -ENOMEM.
+ * Any thread; never blocks.
+ */
+UP_API int up_open(struct up_pipe *p, int flags, struct up_end **out);
+
+/*
+ * up_close - close an endpoint. Closing the last writer ends the stream for
+ * the readers (they read 0 once drained) and wakes every sleeping reader;
+ * closing the last reader makes writes fail with -EPIPE and wakes every
+ * sleeping writer. Pages reserved but not committed go back to the pool.
+ * Returns 0; NULL is accepted (returns 0). Exclusive on end; may enter the
+ * kernel (a wake, munmap when this was the last reference).
+ */
+UP_API int up_close(struct up_end *e);
+
+/*
+ * up_pipe2 - like pipe(2): a new pipe with ends[0] the reader and ends[1]
+ * the writer. @cfg may be NULL. The pipe handle is released; the ends keep
+ * it alive. Returns 0 or the errors of up_pipe_create/up_open.
+ */
+UP_API int up_pipe2(struct up_end *ends[2], const struct up_config *cfg);
+
+/*
+ * up_write - append @len bytes to the stream.
+ * Blocks while the pipe is full (unless UP_NONBLOCK). A write of at most
+ * UP_PIPE_BUF bytes is atomic: all of it lands contiguously or, on a
+ * non-blocking end, nothing (-EAGAIN). A larger write may be split and, with
+ * several writers, interleaved at page boundaries; a non-blocking one may be
+ * partial. A write of 0 bytes returns 0.
+ * Returns the bytes written (short only after partial progress, the error is
+ * then reported by the next call), -EPIPE (no reader), -EAGAIN, -EBADF
+ * (reader end), -EINVAL, -EPROTO.
+ * Exclusive on end (several writer ends may write concurrently). Enters the
+ * kernel only to sleep while full, or to wake a sleeping reader.
+ */
+UP_API ssize_t up_write(struct up_end *w, const void *buf, size_t len);
+
+/*
+ * up_read - take up to @len bytes from the stream, in order.
+ * Returns what is there (at least 1 byte), blocking while empty (unless
+ * UP_NONBLOCK); 0 at end of stream (every writer closed or died and the pipe
+ * is drained); -EAGAIN, -EBADF (writer end), -EINVAL, -EPROTO. @len 0
+ * returns 0 at once.
+ * Exclusive on end. Enters the kernel only to sleep while empty, or to wake
+ * a sleeping writer.
+ */
+UP_API ssize_t up_read(struct up_end *r, void *buf, size_t len);
+
+/* Gather/scatter forms of up_write/up_read; same rules (atomicity counts the
+ * total). At most 1024 (IOV_MAX) entries, else -EINVAL. */
+UP_API ssize_t up_writev(struct up_end *w, const struct iovec *iov, int iovcnt);
+UP_API ssize_t up_readv(struct up_end *r, const struct iovec *iov, int iovcnt);
+
+/*
+ * Zero copy, writer side.
+ * up_reserve - hand out up to *iovcnt spans of free pipe pages, totalling at
+ * most @len bytes, for the caller to fill in place. Blocks like up_write
+ * until at least one page is free. On return *iovcnt is the spans used.
+ * Returns the bytes reserved (> 0), or -EPIPE, -EAGAIN, -EBADF, -EINVAL,
+ * -EPROTO. A second reserve without a commit hands out the same spans again
+ * (extended if more were asked).
+ * up_commit - publish the first @n reserved bytes (0 <= n <= reserved) as
+ * stream data; the rest of the reservation is dropped. Returns 0, -EINVAL
+ * (n larger than reserved), -EPIPE, -EPROTO.
+ * Exclusive on end; never interleaved with other writers inside one page.
+ */
+UP_API ssize_t up_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt);
+UP_API int up_commit(struct up_end *w, size_t n);
+
+/*
+ * Zero copy, reader side.
+ * up_peek - hand out up to *iovcnt spans of readable bytes in place, blocking
+ * like up_read while empty. Returns the bytes visible (> 0), 0 at end of
+ * stream, or -EAGAIN, -EBADF, -EINVAL, -EPROTO. The spans stay valid until
+ * the next up_consume/up_read/up_close on this end.
+ * up_consume - release the first @n bytes of the stream (n may exceed what the
+ * last peek showed only up to what is readable). Returns 0, -EINVAL
+ * (n > readable), -EPROTO.
+ * Exclusive on end. With several reader ends, peek holds the readers' lock
+ * until the matching consume: other readers wait meanwhile.
+ */
+UP_API ssize_t up_peek(struct up_end *r, struct iovec *iov, int *iovcnt);
+UP_API int up_consume(struct up_end *r, size_t n);
+
+struct up_stats {
+	uint64_t bytes_written, bytes_read;
+	uint64_t writes, reads;
+	uint64_t waits;    /* times a caller went to sleep */
+	uint64_t wakes;    /* wake-ups issued */
+	uint64_t syscalls; /* system calls the library made on the data path */
+	uint32_t readers, writers;
+	int      numa_node;   /* where the segment actually lives */
+	char     backend[16]; /* "io_uring", "io_uring-sqpoll" or "futex" */
+};
+
+/*
+ * up_stats - sum the counters of this process's endpoints on @p (open and
+ * already closed), with the current reader/writer counts of the pipe (all
+ * processes). Returns 0 or -EINVAL. Any thread; counters are read without
+ * stopping writers, so a running sum is approximate. Never blocks.
+ */
+UP_API int up_stats(const struct up_pipe *p, struct up_stats *st);
+
+/* Beyond the contract. */
+
+/* up_end_pipe - the pipe an endpoint belongs to (borrowed: not a new
+ * reference). Any thread. */
+UP_API struct up_pipe *up_end_pipe(const struct up_end *e);
+
+/* up_capacity - the pipe's capacity in bytes (whole pages). Any thread. */
+UP_API size_t up_capacity(const struct up_pipe *p);
+
+/* up_page_size - bytes per ring page. Any thread. */
+UP_API size_t up_page_size(const struct up_pipe *p);
+
+/* up_strerror - a static description of a uringpipe return code. */
+UP_API const char *up_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* URINGPIPE_H */

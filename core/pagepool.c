@@ -59,15 +59,27 @@ uint32_t up__pool_free(struct up_pipe *p)
  */
 int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want)
 {
-	uint32_t get, put, n, i;
+	uint32_t get, put, n, i, stale = 0;
 
 	get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
 	for (;;) {
 		/* A1-pool: pairs with R1-pool in up__pool_put(). */
 		put = atomic_load_explicit(&p->ln->pput.put, memory_order_acquire);
 		n = put - get;
-		if (n > p->g.page_count)
-			return -EPROTO;
+		if (n > p->g.page_count) {
+			/*
+			 * get and put cannot be read as one snapshot: other
+			 * writers may have taken pages (and readers returned
+			 * them) since get was loaded, so put - get can look too
+			 * large, or negative. That get is stale and the CAS
+			 * would fail anyway: reload. Only a peer that keeps the
+			 * counters inconsistent gets here over and over.
+			 */
+			if (++stale > 4096)
+				return -EPROTO;
+			get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
+			continue;
+		}
 		if (n > want)
 			n = want;
 		if (n == 0)
@@ -96,15 +108,14 @@ int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want)
  */
 int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n)
 {
-	uint32_t put, get, i;
+	uint32_t put, i;
 
-	if (n == 0)
-		return 0;
+	if (n == 0 || n > p->g.page_count)
+		return n == 0 ? 0 : -EPROTO;
+	/* Relaxed: put has one writer at a time (the readers' lock). Not
+	 * checked against get here: that would pull the writers' pool line on
+	 * every read; up__pool_take() rejects counters that do not add up. */
 	put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
-	get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
-	/* Returning n more must keep the pool within its size, or a peer lied. */
-	if (put - get > p->g.page_count || put - get + n > p->g.page_count)
-		return -EPROTO;
 	for (i = 0; i < n; i++)
 		atomic_store_explicit(&p->pool[(put + i) & p->g.slot_mask], pages[i],
 				      memory_order_relaxed);

@@ -150,7 +150,12 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		return -ENOMEM;
 	e->p = p;
 	e->flags = flags;
-	e->spin_ns = 20000;
+	e->spin_ns = UP_SPIN_INIT_NS;
+	e->take_batch = p->g.page_count / 16;
+	if (e->take_batch > 16)
+		e->take_batch = 16;
+	if (e->take_batch == 0)
+		e->take_batch = 1;
 	e->waker = up__waker_new((p->g.flags & UP_CFG_SQPOLL) != 0);
 	if (!e->waker) {
 		r = -ENOMEM;

@@ -54,7 +54,6 @@
  * every use; a violation marks the pipe broken and returns -EPROTO.
  */
 #include <limits.h>
-#include <stdlib.h>
 #include <sched.h>
 #include <string.h>
 #include <time.h>
@@ -64,7 +63,6 @@
 #define UP_CHUNK_BYTES   (64u * 1024u) /* large writes are published in chunks */
 #define UP_SPIN_MIN_NS   2000u
 #define UP_SPIN_MAX_NS   50000u
-#define UP_SPIN_INIT_NS  20000u
 #define UP_WAIT_SLICE_NS 100000000ull /* 100 ms: re-check peers and brokenness */
 #define UP_LOCK_SPINS    256
 #define UP_LOCK_YIELDS   64
@@ -248,9 +246,11 @@ static int wait_ready(struct up_end *e, struct up_shm_wait *wl,
 			break;
 		up__cpu_relax();
 	}
-	/* It did not: spin less next time (more threads than cores). */
-	if (getenv("UP_NOADAPT") == NULL && e->spin_ns / 2 >= UP_SPIN_MIN_NS)
-		e->spin_ns /= 2;
+	/* It did not: spin less next time. With more threads than cores the
+	 * peer we wait for may need this very core, so the budget shrinks
+	 * towards UP_SPIN_MIN_NS while spinning keeps failing. */
+	if (e->spin_ns - e->spin_ns / 4 >= UP_SPIN_MIN_NS)
+		e->spin_ns -= e->spin_ns / 4;
 
 	for (;;) {
 		uint32_t s = atomic_load_explicit(&wl->seq, memory_order_seq_cst);
@@ -412,11 +412,23 @@ static int publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens
 	if (r < 0)
 		return r;
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
-	/* A3: pairs with R3; the slots we are about to fill are retired. */
-	t = atomic_load_explicit(&p->ln->cons.tail, memory_order_acquire);
+	/*
+	 * The slots [h, h+n) must be retired. Holding n pages already implies
+	 * it for honest peers (pages <= slots, one page per live slot), so
+	 * this is a guard against a lying peer, checked first against the
+	 * tail this end saw last: tail only grows, so an old value can only
+	 * make the check stricter. Reload (a line the readers write) only when
+	 * the old value does not suffice.
+	 */
+	t = w->tail_cache;
 	if (h - t > p->g.slot_count || p->g.slot_count - (h - t) < n) {
-		lock_drop(w, &p->ln->wlock.word);
-		return proto_error(p);
+		/* A3: pairs with R3; the slots we are about to fill are retired. */
+		t = atomic_load_explicit(&p->ln->cons.tail, memory_order_acquire);
+		w->tail_cache = t;
+		if (h - t > p->g.slot_count || p->g.slot_count - (h - t) < n) {
+			lock_drop(w, &p->ln->wlock.word);
+			return proto_error(p);
+		}
 	}
 	for (i = 0; i < n; i++) {
 		struct up_shm_slot *s = slot_at(p, h + i);
@@ -442,6 +454,11 @@ static int cache_fill(struct up_end *w, uint32_t want)
 
 	if (have >= want)
 		return (int)have;
+	/* Take a few more than this write needs: one CAS on the pool line per
+	 * batch instead of per page. Kept small next to the capacity, since
+	 * pages in one writer's cache are not available to the others. */
+	if (want < w->take_batch)
+		want = w->take_batch;
 	if (want - have > UP_END_CACHE_MAX - w->ncache)
 		want = UP_END_CACHE_MAX - w->ncache + have;
 	r = up__pool_take(w->p, w->cache + w->ncache, want - have);

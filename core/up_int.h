@@ -92,6 +92,7 @@ struct up_pipe {
 };
 
 #define UP_END_CACHE_MAX 256u
+#define UP_SPIN_INIT_NS  20000u /* first spin budget before sleeping */
 
 struct up_end {
 	struct up_pipe *p;
@@ -106,6 +107,8 @@ struct up_end {
 	/* Writer: pages taken from the pool but not yet published (reserve
 	 * spans, or left over from a batch). */
 	uint32_t ncache;
+	uint32_t take_batch;  /* pages taken from the pool at once */
+	uint32_t tail_cache;  /* last tail seen (publish's overrun guard) */
 	uint32_t resv_pages;  /* first resv_pages of cache are reserved */
 	size_t resv_bytes;
 	uint32_t cache[UP_END_CACHE_MAX];

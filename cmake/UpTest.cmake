@@ -1,7 +1,8 @@
-# up_add_test(NAME n SOURCES f... [LABELS l...] [TIMEOUT s] [ARGS a...])
+# up_add_test(NAME n SOURCES f... [LABELS l...] [TIMEOUT s] [ARGS a...]
+#             [TARGET exe] [ENV VAR=value...])
 # One executable per area, linked to the internal-access library; exit 77 = skip.
 function(up_add_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT;TARGET" "SOURCES;LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT;TARGET" "SOURCES;LABELS;ARGS;ENV" ${ARGN})
   if(NOT T_TARGET)
     set(T_TARGET ${T_NAME})
   endif()
@@ -18,4 +19,7 @@ function(up_add_test)
   add_test(NAME ${T_NAME} COMMAND ${T_TARGET} ${T_ARGS})
   set_tests_properties(${T_NAME} PROPERTIES SKIP_RETURN_CODE 77
     TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
+  if(T_ENV)
+    set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${T_ENV}")
+  endif()
 endfunction()

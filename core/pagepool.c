@@ -84,21 +84,28 @@ int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want)
 			n = want;
 		if (n == 0)
 			return 0;
-		/* Acquire on success so the entries read below are not hoisted
-		 * above the claim; relaxed on failure: we retry with the fresh
-		 * get. */
+		/*
+		 * Read the entries BEFORE claiming them. Once get moves past
+		 * them, other writers can take the pages after, readers can
+		 * return those, and put can lap the ring and overwrite entries
+		 * we have claimed but not yet read (a writer preempted between
+		 * the claim and the reads would then hand out a page that is
+		 * also in use). Read first, then claim: if the CAS succeeds, get
+		 * was still ours, so put cannot have lapped these entries.
+		 */
+		for (i = 0; i < n; i++)
+			pages[i] = atomic_load_explicit(&p->pool[(get + i) & p->g.slot_mask],
+							memory_order_relaxed);
+		/* acq_rel on success: the entry loads above stay before the claim
+		 * (release); relaxed on failure: retry with the fresh get. */
 		if (atomic_compare_exchange_weak_explicit(&p->ln->pget.get, &get, get + n,
-							  memory_order_acquire,
+							  memory_order_acq_rel,
 							  memory_order_relaxed))
 			break;
 	}
-	for (i = 0; i < n; i++) {
-		uint32_t pg = atomic_load_explicit(&p->pool[(get + i) & p->g.slot_mask],
-						   memory_order_relaxed);
-		if (pg >= p->g.page_count)
+	for (i = 0; i < n; i++)
+		if (pages[i] >= p->g.page_count)
 			return -EPROTO;
-		pages[i] = pg;
-	}
 	return (int)n;
 }
 

@@ -230,6 +230,7 @@ int up_close(struct up_end *e)
 	counters_add(&p->closed, &e->c);
 	pthread_mutex_unlock(&p->mu);
 
+	up__peers_forget(e);
 	e->waker->ops->destroy(e->waker);
 	up__free(e);
 	up__pipe_put(p);

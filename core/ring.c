@@ -63,7 +63,10 @@
 #define UP_CHUNK_BYTES   (64u * 1024u) /* large writes are published in chunks */
 #define UP_SPIN_MIN_NS   2000u
 #define UP_SPIN_MAX_NS   50000u
-#define UP_WAIT_SLICE_NS 100000000ull /* 100 ms: re-check peers and brokenness */
+/* Sleeps are cut into slices so a sleeper re-checks brokenness and, where
+ * the backend cannot watch pidfds (futex(2)), dead peers: the slice bounds
+ * how late a peer's death is noticed there (DESIGN.md asks for 100 ms). */
+#define UP_WAIT_SLICE_NS 50000000ull /* 50 ms */
 #define UP_LOCK_SPINS    256
 #define UP_LOCK_YIELDS   64
 #define UP_FREE_BATCH    64u
@@ -187,15 +190,16 @@ static int rd_ready(struct up_end *r)
 
 	if (is_broken(p))
 		return -EPROTO;
-	t = atomic_load_explicit(&p->ln->cons.tail, memory_order_seq_cst);
+	uint64_t pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_seq_cst);
+
+	t = up__pos_tail(pos);
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_seq_cst);
 	if (h - t >= 2)
 		return 1;
 	if (h - t == 1) {
 		struct up_shm_slot *s = slot_at(p, t);
 
-		if (atomic_load_explicit(&p->ln->cons.tail_off, memory_order_relaxed) <
-		    atomic_load_explicit(&s->len, memory_order_seq_cst))
+		if (up__pos_off(pos) < atomic_load_explicit(&s->len, memory_order_seq_cst))
 			return 1;
 	}
 	if (atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst) == 0)
@@ -228,7 +232,7 @@ static int wr_ready(struct up_end *w)
  * error. Exclusive on end.
  */
 static int wait_ready(struct up_end *e, struct up_shm_wait *wl,
-		      int (*ready)(struct up_end *))
+		      int (*ready)(struct up_end *), uint32_t peer_role)
 {
 	uint64_t t0 = now_ns();
 	unsigned int i;
@@ -256,6 +260,8 @@ static int wait_ready(struct up_end *e, struct up_shm_wait *wl,
 		uint32_t s = atomic_load_explicit(&wl->seq, memory_order_seq_cst);
 		uint64_t sc = 0;
 
+		/* Outside the handshake: may enter the kernel (pidfd_open). */
+		up__peers_watch(e, peer_role);
 		atomic_store_explicit(&wl->pending, 0, memory_order_seq_cst);
 		atomic_fetch_add_explicit(&wl->nwait, 1, memory_order_seq_cst);
 		r = ready(e);
@@ -264,7 +270,11 @@ static int wait_ready(struct up_end *e, struct up_shm_wait *wl,
 			r = e->waker->ops->wait(e->waker, &wl->seq, s, UP_WAIT_SLICE_NS,
 						e->peer_pidfds, e->npeer, &sc);
 			up__count(&e->c.syscalls, sc);
-			if (r == -ETIMEDOUT || r == -EINTR || r == -EAGAIN)
+			/* A pidfd fired, or a slice ended: some peer may be dead
+			 * (the reaping wakes everyone who needs to know). */
+			if (r == 1 || r == -ETIMEDOUT)
+				up__peers_reap(e);
+			if (r == 1 || r == -ETIMEDOUT || r == -EINTR || r == -EAGAIN)
 				r = 0;
 			if (r == 0)
 				r = ready(e);
@@ -278,9 +288,17 @@ static int wait_ready(struct up_end *e, struct up_shm_wait *wl,
 /* ------------------------------------------------------------------------ */
 /* the two locks */
 
+/*
+ * The two locks are futex mutexes on shared words whose value names the
+ * holder (its endpoint index + 1), so a waiter can tell a holder that died
+ * (its entry freed, or its process gone: peer.c) and take the lock over,
+ * and a value that names no endpoint is a corrupt segment, not a reason to
+ * wait forever.
+ */
 static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 {
-	uint32_t cur = 0;
+	struct up_pipe *p = e->p;
+	uint32_t cur = 0, owner;
 	unsigned int i;
 
 	/* Acquire: the critical section's reads come after; pairs with the
@@ -291,7 +309,8 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		return 0;
 	for (i = 0;; i++) {
 		cur = atomic_load_explicit(lk, memory_order_relaxed);
-		if ((cur & ~UP_LOCK_WAITERS) == 0) {
+		owner = cur & ~UP_LOCK_WAITERS;
+		if (owner == 0) {
 			/* Keep the waiters bit: others may still sleep. */
 			if (atomic_compare_exchange_weak_explicit(
 				    lk, &cur, e->lock_id | (cur & UP_LOCK_WAITERS),
@@ -299,8 +318,8 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 				return 0;
 			continue;
 		}
-		if (is_broken(e->p))
-			return -EPROTO;
+		if (owner > p->g.max_ends || owner == e->lock_id || is_broken(p))
+			return proto_error(p);
 		if (i < UP_LOCK_SPINS) {
 			up__cpu_relax();
 			continue;
@@ -313,6 +332,15 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		}
 		if (nonblock)
 			return -EAGAIN;
+		if (up__entry_is_dead(e, owner - 1)) {
+			/* Take it over from the dead; what it published is
+			 * whole (single stores), the rest was never visible. */
+			if (atomic_compare_exchange_strong_explicit(
+				    lk, &cur, e->lock_id | (cur & UP_LOCK_WAITERS),
+				    memory_order_acquire, memory_order_relaxed))
+				return 0;
+			continue;
+		}
 		/* Sleep on the lock word itself, as a futex mutex does. */
 		if (!(cur & UP_LOCK_WAITERS) &&
 		    !atomic_compare_exchange_weak_explicit(lk, &cur, cur | UP_LOCK_WAITERS,
@@ -324,6 +352,9 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		e->waker->ops->wait(e->waker, lk, cur | UP_LOCK_WAITERS, UP_WAIT_SLICE_NS,
 				    NULL, 0, &sc);
 		up__count(&e->c.syscalls, sc);
+		/* Woken or timed out: look once more, then sleep again
+		 * (no second round of spinning and yielding). */
+		i = UP_LOCK_SPINS + UP_LOCK_YIELDS - 1;
 	}
 }
 
@@ -347,8 +378,7 @@ static void lock_drop(struct up_end *e, _Atomic uint32_t *lk)
 void up__ring_init(struct up_pipe *p)
 {
 	atomic_store_explicit(&p->ln->prod.head, 0, memory_order_relaxed);
-	atomic_store_explicit(&p->ln->cons.tail, 0, memory_order_relaxed);
-	atomic_store_explicit(&p->ln->cons.tail_off, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->ln->cons.pos, 0, memory_order_relaxed);
 	/* Slot head-1 of the empty ring looks full, so nothing merges into it
 	 * (see try_merge()). */
 	atomic_store_explicit(&slot_at(p, (uint32_t)-1)->len, p->g.page_size,
@@ -408,7 +438,7 @@ static int publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens
 	uint32_t h, t, i;
 	int r;
 
-	r = lock_take(w, &p->ln->wlock.word, false);
+	r = lock_take(w, &p->ln->wlock.word, w->flags & UP_NONBLOCK);
 	if (r < 0)
 		return r;
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
@@ -423,7 +453,7 @@ static int publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens
 	t = w->tail_cache;
 	if (h - t > p->g.slot_count || p->g.slot_count - (h - t) < n) {
 		/* A3: pairs with R3; the slots we are about to fill are retired. */
-		t = atomic_load_explicit(&p->ln->cons.tail, memory_order_acquire);
+		t = up__pos_tail(atomic_load_explicit(&p->ln->cons.pos, memory_order_acquire));
 		w->tail_cache = t;
 		if (h - t > p->g.slot_count || p->g.slot_count - (h - t) < n) {
 			lock_drop(w, &p->ln->wlock.word);
@@ -524,7 +554,7 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 				r = -EAGAIN;
 				break;
 			}
-			r = wait_ready(w, &p->ln->wr_wait, wr_ready);
+			r = wait_ready(w, &p->ln->wr_wait, wr_ready, UP_END_READER);
 			if (r < 0)
 				break;
 			continue;
@@ -581,7 +611,7 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 			break;
 		if (w->flags & UP_NONBLOCK)
 			return -EAGAIN;
-		r = wait_ready(w, &p->ln->wr_wait, wr_ready);
+		r = wait_ready(w, &p->ln->wr_wait, wr_ready, UP_END_READER);
 		if (r < 0)
 			return r;
 	}
@@ -673,15 +703,16 @@ static ssize_t read_locked(struct up_end *rd, struct iov_cur *c, size_t max, boo
 	struct up_pipe *p = rd->p;
 	const uint32_t ps = p->g.page_size;
 	struct freed f;
-	uint32_t t, t0, h, off;
+	uint32_t t, h, off;
 	size_t got = 0;
 	int r = 0;
 
 	f.n = 0;
-	/* Relaxed: tail and tail_off are written only under the readers' lock
-	 * we hold. */
-	t0 = t = atomic_load_explicit(&p->ln->cons.tail, memory_order_relaxed);
-	off = atomic_load_explicit(&p->ln->cons.tail_off, memory_order_relaxed);
+	/* Relaxed: pos is written only under the readers' lock we hold. */
+	uint64_t pos0 = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
+
+	t = up__pos_tail(pos0);
+	off = up__pos_off(pos0);
 	/* A1: pairs with R1 in publish(): slots [t, h) are filled. */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
 	if (h - t > p->g.slot_count)
@@ -740,7 +771,8 @@ static ssize_t read_locked(struct up_end *rd, struct iov_cur *c, size_t max, boo
 		if (f.n == UP_FREE_BATCH) {
 			/* R3 before the pages return: a writer that gets one of
 			 * them must see its slot retired. */
-			atomic_store_explicit(&p->ln->cons.tail, t, memory_order_release);
+			atomic_store_explicit(&p->ln->cons.pos, up__pos(t, 0),
+					      memory_order_release);
 			r = freed_flush(p, &f);
 			*freed_any = true;
 			if (r < 0)
@@ -749,11 +781,10 @@ static ssize_t read_locked(struct up_end *rd, struct iov_cur *c, size_t max, boo
 	}
 	if (r < 0)
 		return proto_error(p);
-	atomic_store_explicit(&p->ln->cons.tail_off, off, memory_order_relaxed);
 	/* R3: we are done with slots before t; pairs with A3 in the writers.
 	 * Stored only when it moved: the writers read this line. */
-	if (t != t0)
-		atomic_store_explicit(&p->ln->cons.tail, t, memory_order_release);
+	if (up__pos(t, off) != pos0)
+		atomic_store_explicit(&p->ln->cons.pos, up__pos(t, off), memory_order_release);
 	if (f.n) {
 		*freed_any = true;
 		r = freed_flush(p, &f);
@@ -845,7 +876,7 @@ ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, si
 		if (rd->flags & UP_NONBLOCK)
 			return -EAGAIN;
 		waited = true;
-		r = wait_ready(rd, &p->ln->rd_wait, rd_ready);
+		r = wait_ready(rd, &p->ln->rd_wait, rd_ready, UP_END_WRITER);
 		if (r < 0)
 			return r;
 	}
@@ -859,9 +890,10 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt)
 	size_t got = 0;
 	int spans = 0;
 
-	uint32_t off = atomic_load_explicit(&p->ln->cons.tail_off, memory_order_relaxed);
+	uint64_t pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
+	uint32_t off = up__pos_off(pos);
 
-	t = atomic_load_explicit(&p->ln->cons.tail, memory_order_relaxed);
+	t = up__pos_tail(pos);
 	/* A1: pairs with R1 in publish(). */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
 	if (h - t > p->g.slot_count)
@@ -932,7 +964,7 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 		}
 		if (rd->flags & UP_NONBLOCK)
 			return -EAGAIN;
-		r = wait_ready(rd, &p->ln->rd_wait, rd_ready);
+		r = wait_ready(rd, &p->ln->rd_wait, rd_ready, UP_END_WRITER);
 		if (r < 0)
 			return r;
 	}
@@ -958,14 +990,15 @@ int up__ring_consume(struct up_end *rd, size_t n)
 	/* Count what is readable first: consume is all or nothing. */
 	avail = 0;
 	{
-		uint32_t t = atomic_load_explicit(&p->ln->cons.tail, memory_order_relaxed);
+		uint64_t pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
+		uint32_t t = up__pos_tail(pos);
 		uint32_t h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
 
 		if (h - t > p->g.slot_count) {
 			peek_unlock(rd);
 			return proto_error(p);
 		}
-		uint32_t off = atomic_load_explicit(&p->ln->cons.tail_off, memory_order_relaxed);
+		uint32_t off = up__pos_off(pos);
 
 		for (; t != h && (size_t)avail < n; t++, off = 0) {
 			struct up_shm_slot *s = slot_at(p, t);

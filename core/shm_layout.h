@@ -11,7 +11,7 @@
  *   offset 0                 struct up_shm_hdr      immutable after creation
  *   + 2 lines                struct up_shm_state    reader/writer counts, broken flag
  *   + 1 line                 struct up_shm_prod     head                      (producers)
- *   + 1 line                 struct up_shm_cons     tail, tail_off            (consumers)
+ *   + 1 line                 struct up_shm_cons     tail + offset in its slot (consumers)
  *   + 1 line                 struct up_shm_lock     writers' lock
  *   + 1 line                 struct up_shm_lock     readers' lock
  *   + 1 line                 struct up_shm_pool_get pool index writers take at
@@ -87,10 +87,20 @@ struct up_shm_prod {
 /* Consumer line: written only by readers, under the readers' lock; read by
  * writers once per page published. */
 struct up_shm_cons {
-	_Atomic uint32_t tail;     /* free-running slot index: next slot to read */
-	_Atomic uint32_t tail_off; /* bytes of slot tail already read */
+	/* The readers' position: tail (free-running index of the next slot to
+	 * read) in the low half, the bytes of that slot already read in the
+	 * high half. One word, so a reader that dies between two stores cannot
+	 * leave an offset that belongs to another slot. */
+	_Atomic uint64_t pos;
 	uint8_t pad_[UP_CACHELINE - 8];
 };
+
+static inline uint32_t up__pos_tail(uint64_t pos) { return (uint32_t)pos; }
+static inline uint32_t up__pos_off(uint64_t pos) { return (uint32_t)(pos >> 32); }
+static inline uint64_t up__pos(uint32_t tail, uint32_t off)
+{
+	return (uint64_t)tail | (uint64_t)off << 32;
+}
 
 /* A lock on its own line: 0 free, else owner end index + 1, with
  * UP_LOCK_WAITERS when somebody sleeps on it. Apart from head/tail because
@@ -135,7 +145,7 @@ struct up_shm_end {
 /* One ring slot: a page of the pool holding stream bytes [0, len). Written
  * only by writers: page before publishing head, len also later while the
  * slot is the last one (merging small writes). The readers' progress inside
- * the tail slot is cons.tail_off, on the readers' own line, so that reading
+ * the tail slot is in cons.pos, on the readers' own line, so that reading
  * never dirties a line the writer is about to write. */
 struct up_shm_slot {
 	_Atomic uint32_t page;
@@ -167,6 +177,7 @@ static_assert(sizeof(struct up_shm_lines) == 9 * UP_CACHELINE, "nine lines");
 static_assert(sizeof(struct up_shm_slot) == 16, "slot is 16 bytes");
 static_assert(sizeof(struct up_shm_end) == 16, "end is 16 bytes");
 static_assert(ATOMIC_INT_LOCK_FREE == 2, "shared atomics must be lock-free across processes");
+static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit shared atomics must be lock-free too");
 
 #define UP_SHM_LINES_OFF ((uint64_t)sizeof(struct up_shm_hdr))
 

@@ -92,6 +92,7 @@ struct up_pipe {
 };
 
 #define UP_END_CACHE_MAX 256u
+#define UP_MAX_PEER_FDS  16
 #define UP_SPIN_INIT_NS  20000u /* first spin budget before sleeping */
 
 struct up_end {
@@ -119,9 +120,12 @@ struct up_end {
 	 * (a fast writer streaming small writes); see coalesce() in ring.c. */
 	uint32_t streak;
 
-	/* Peer-death watching (uring backend). */
-	int peer_pidfds[8];
+	/* Peer-death watching (peer.c): pidfds of the processes whose death
+	 * should wake this end while it sleeps. */
+	int peer_pidfds[UP_MAX_PEER_FDS];
 	int npeer;
+	uint32_t peers_gen;   /* ends_gen + 1 when built, 0 = never */
+	uint32_t peers_role;
 
 	struct up_end *next, *prev;
 };
@@ -151,6 +155,12 @@ int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want);
 int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n);
 uint32_t up__pool_free(struct up_pipe *p);
 void up__pool_init(struct up_pipe *p);
+
+/* peer.c: dead-peer detection. */
+int up__peers_reap(struct up_end *e);
+bool up__entry_is_dead(struct up_end *e, uint32_t idx);
+void up__peers_watch(struct up_end *e, uint32_t role);
+void up__peers_forget(struct up_end *e);
 
 /* numa.c */
 int up__numa_bind(void *addr, size_t len, int node);

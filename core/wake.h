@@ -61,7 +61,8 @@ struct up__wake_ops {
 	 * @peer_pidfds/@npeer: pidfds of peer processes to watch while asleep
 	 * (the call returns early when one becomes readable, i.e. that process
 	 * died); backends that cannot watch them rely on the timeout.
-	 * Returns 0 (woken, value changed, or a peer event), -ETIMEDOUT,
+	 * Returns 0 (woken, or the value changed), 1 (a peer pidfd became
+	 * readable: the caller should look for dead peers), -ETIMEDOUT,
 	 * -EINTR, or another -errno. Adds the system calls it made to
 	 * *syscalls.
 	 */

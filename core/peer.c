@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * peer.c - noticing peers that died without closing.
+ *
+ * Every endpoint has an entry in the segment's endpoint table: its role, a
+ * generation, and the pid of its process. A process killed with SIGKILL
+ * never runs up_close(), so its readers/writers counts would stay up forever
+ * and the other side would sleep forever. Two things prevent that:
+ *
+ *  - while a side sleeps, its io_uring also polls the pidfds of the peer
+ *    processes it depends on (writers for a reader, readers for a writer),
+ *    so it wakes the moment one of them exits; the futex(2) fallback cannot
+ *    watch pidfds and instead sleeps in bounded slices;
+ *  - on waking for either reason it reaps: every entry whose process is
+ *    gone is freed (one CAS, so one reaper wins) and the count of its role
+ *    dropped, which turns into end of stream or -EPIPE through the ordinary
+ *    sleep handshake.
+ *
+ * A lock whose holder died is taken over by the next taker (ring.c): the
+ * ring is published by single stores (head, a slot's len, the readers'
+ * position word), so a holder that died mid-way left nothing half-visible.
+ *
+ * Pid reuse: liveness is asked of pidfds opened while the peer was alive
+ * when we have them, else of kill(pid, 0); a reused pid can only delay the
+ * reaping of one entry until that pid exits too, never reap a live peer.
+ * Entries of this process are never reaped by it (it is alive by
+ * definition).
+ */
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "up_int.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+static bool pid_alive(pid_t pid, uint64_t *syscalls)
+{
+	*syscalls += 1;
+	/* EPERM: it exists, we just may not signal it. */
+	return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+/* Free a dead endpoint's entry and drop its role's count. Returns true if
+ * this call did it. */
+static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
+{
+	struct up_shm_end *se = &p->ends[idx];
+	uint32_t role = seen & UP_END_ROLE_MASK;
+	_Atomic uint32_t *count;
+	uint32_t old;
+
+	/* acq_rel: one reaper wins; the loser sees the freed state. */
+	if (!atomic_compare_exchange_strong_explicit(&se->state, &seen,
+						     seen & ~UP_END_ROLE_MASK,
+						     memory_order_acq_rel,
+						     memory_order_relaxed))
+		return false;
+	atomic_store_explicit(&se->pid, 0, memory_order_relaxed);
+	count = role == UP_END_READER ? &p->ln->state.readers : &p->ln->state.writers;
+	old = atomic_load_explicit(count, memory_order_relaxed);
+	/* seq_cst: this decrement is the progress store of the EOF/EPIPE
+	 * handshake (wake.h). Never below zero, whatever a peer wrote. */
+	while (old != 0 &&
+	       !atomic_compare_exchange_weak_explicit(count, &old, old - 1,
+						      memory_order_seq_cst,
+						      memory_order_relaxed))
+		;
+	atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1, memory_order_release);
+	return true;
+}
+
+int up__peers_reap(struct up_end *e)
+{
+	struct up_pipe *p = e->p;
+	const pid_t self = getpid();
+	uint64_t sc = 0;
+	uint32_t i;
+	int reaped = 0;
+
+	for (i = 0; i < p->g.max_ends; i++) {
+		uint32_t st = atomic_load_explicit(&p->ends[i].state, memory_order_acquire);
+		pid_t pid;
+
+		if ((st & UP_END_ROLE_MASK) == UP_END_FREE)
+			continue;
+		pid = atomic_load_explicit(&p->ends[i].pid, memory_order_relaxed);
+		if (pid <= 0 || pid == self)
+			continue;
+		if (pid_alive(pid, &sc))
+			continue;
+		if (reap_entry(p, i, st))
+			reaped++;
+	}
+	up__count(&e->c.syscalls, sc);
+	if (reaped) {
+		/* Both sides may be asleep on a condition the counts decide. */
+		up__ring_wake_all(e, &p->ln->rd_wait);
+		up__ring_wake_all(e, &p->ln->wr_wait);
+	}
+	return reaped;
+}
+
+bool up__entry_is_dead(struct up_end *e, uint32_t idx)
+{
+	struct up_pipe *p = e->p;
+	uint32_t st = atomic_load_explicit(&p->ends[idx].state, memory_order_acquire);
+	pid_t pid;
+	uint64_t sc = 0;
+	bool dead;
+
+	if ((st & UP_END_ROLE_MASK) == UP_END_FREE)
+		return true;
+	pid = atomic_load_explicit(&p->ends[idx].pid, memory_order_relaxed);
+	if (pid <= 0 || pid == getpid())
+		return false;
+	dead = !pid_alive(pid, &sc);
+	up__count(&e->c.syscalls, sc);
+	if (dead)
+		reap_entry(p, idx, st);
+	return dead;
+}
+
+static void close_pidfds(struct up_end *e)
+{
+	int i;
+
+	for (i = 0; i < e->npeer; i++)
+		close(e->peer_pidfds[i]);
+	e->npeer = 0;
+}
+
+void up__peers_forget(struct up_end *e)
+{
+	close_pidfds(e);
+}
+
+/*
+ * Before sleeping: make sure e->peer_pidfds holds pidfds of the processes
+ * whose death should wake us (entries of @role). Rebuilt only when the
+ * endpoint table changed since the last time, so a steady pipe pays nothing.
+ */
+void up__peers_watch(struct up_end *e, uint32_t role)
+{
+	struct up_pipe *p = e->p;
+	const pid_t self = getpid();
+	uint32_t gen = atomic_load_explicit(&p->ln->state.ends_gen, memory_order_acquire);
+	pid_t seen[UP_MAX_PEER_FDS];
+	uint64_t sc = 0;
+	uint32_t i;
+	int n = 0, j;
+
+	if (e->peers_gen == gen + 1 && e->peers_role == role)
+		return;
+	close_pidfds(e);
+	for (i = 0; i < p->g.max_ends && e->npeer < UP_MAX_PEER_FDS; i++) {
+		uint32_t st = atomic_load_explicit(&p->ends[i].state, memory_order_acquire);
+		pid_t pid;
+		int fd;
+
+		if ((st & UP_END_ROLE_MASK) != role)
+			continue;
+		pid = atomic_load_explicit(&p->ends[i].pid, memory_order_relaxed);
+		if (pid <= 0 || pid == self)
+			continue;
+		for (j = 0; j < n && seen[j] != pid; j++)
+			;
+		if (j < n)
+			continue; /* one pidfd per process */
+		seen[n++] = pid;
+		sc++;
+		fd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (fd >= 0)
+			e->peer_pidfds[e->npeer++] = fd;
+	}
+	up__count(&e->c.syscalls, sc);
+	/* +1 so that 0 means "never built". */
+	e->peers_gen = gen + 1;
+	e->peers_role = role;
+}

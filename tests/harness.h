@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * harness.h - the tiny test harness shared by every uringpipe test program.
+ *
+ * Exit codes follow CTest/automake conventions: 0 pass, 1 fail, 77 skip
+ * (registered with SKIP_RETURN_CODE 77 by up_add_test()).
+ *
+ * Failing checks terminate the whole process with status 1 through
+ * harness_fail(): stdio is flushed and then _exit(1) is used instead of
+ * exit(1) because checks also fire in worker threads and forked children,
+ * where running atexit handlers and re-flushing inherited stdio buffers would
+ * race with the other threads or duplicate the parent's output.
+ *
+ * Tests never use sleep() to order events: a hang is turned into a failure by
+ * the watchdog (harness_watchdog), not papered over by a delay.
+ */
+#ifndef UP_TESTS_HARNESS_H
+#define UP_TESTS_HARNESS_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__GNUC__)
+#define HARNESS_UNUSED __attribute__((unused))
+#define HARNESS_NORETURN __attribute__((noreturn))
+#else
+#define HARNESS_UNUSED
+#define HARNESS_NORETURN
+#endif
+
+static HARNESS_UNUSED HARNESS_NORETURN void harness_fail(void)
+{
+	fflush(stdout);
+	fflush(stderr);
+	_exit(1);
+}
+
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__,  \
+				__LINE__, #cond);                              \
+			harness_fail();                                        \
+		}                                                              \
+	} while (0)
+
+/* Both sides are evaluated exactly once and compared as long long. */
+#define CHECK_EQ(a, b)                                                         \
+	do {                                                                   \
+		long long ha_ = (long long)(a);                                \
+		long long hb_ = (long long)(b);                                \
+		if (ha_ != hb_) {                                              \
+			fprintf(stderr,                                        \
+				"%s:%d: CHECK_EQ(%s, %s) failed: %lld != %lld\n", \
+				__FILE__, __LINE__, #a, #b, ha_, hb_);         \
+			harness_fail();                                        \
+		}                                                              \
+	} while (0)
+
+/* For calls returning 0/a count or a negative errno. */
+#define CHECK_OK(expr)                                                         \
+	do {                                                                   \
+		long long hr_ = (long long)(expr);                             \
+		if (hr_ < 0) {                                                 \
+			fprintf(stderr, "%s:%d: %s failed: %lld (%s)\n",        \
+				__FILE__, __LINE__, #expr, hr_,                \
+				hr_ >= -4095 ? strerror((int)-hr_) : "?");     \
+			harness_fail();                                        \
+		}                                                              \
+	} while (0)
+
+/* For calls returning 0 or -errno from libc: CHECK_SYS(pipe(fds)). */
+#define CHECK_SYS(expr)                                                        \
+	do {                                                                   \
+		if ((expr) < 0) {                                              \
+			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__,     \
+				__LINE__, #expr, strerror(errno));             \
+			harness_fail();                                        \
+		}                                                              \
+	} while (0)
+
+#define SKIP(msg)                                                              \
+	do {                                                                   \
+		printf("SKIP: %s\n", (msg));                                   \
+		fflush(stdout);                                                \
+		_exit(77);                                                     \
+	} while (0)
+
+static HARNESS_UNUSED void harness_on_alarm(int sig)
+{
+	static const char msg[] = "watchdog: timed out\n";
+	ssize_t r;
+
+	(void)sig;
+	r = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)r;
+	_exit(1);
+}
+
+/*
+ * Arm (or re-arm) the watchdog: after @seconds the process prints
+ * "watchdog: timed out" and exits 1. alarm() is per process and is not
+ * inherited by fork(), so a forked child arms its own.
+ */
+static HARNESS_UNUSED void harness_watchdog(unsigned seconds)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = harness_on_alarm;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	alarm(seconds);
+}
+
+static HARNESS_UNUSED void harness_on_sigpipe(int sig)
+{
+	static const char msg[] = "FAIL: SIGPIPE raised (the library must return -EPIPE)\n";
+	ssize_t r;
+
+	(void)sig;
+	r = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)r;
+	_exit(1);
+}
+
+/* Any SIGPIPE reaching this process fails the test. */
+static HARNESS_UNUSED void harness_fail_on_sigpipe(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = harness_on_sigpipe;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGPIPE, &sa, NULL);
+}
+
+/* Optional case filter: "prog NAME" runs only the case called NAME. */
+static HARNESS_UNUSED const char *harness_filter;
+
+static HARNESS_UNUSED void harness_init(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 1 && argv[1][0] != '-')
+		harness_filter = argv[1];
+}
+
+#define RUN(fn)                                                                \
+	do {                                                                   \
+		if (harness_filter == NULL || strcmp(harness_filter, #fn) == 0) { \
+			fn();                                                  \
+			printf("ok %s\n", #fn);                                \
+			fflush(stdout);                                        \
+		}                                                              \
+	} while (0)
+
+/* ---- small helpers shared by the tests ---- */
+
+static HARNESS_UNUSED uint64_t harness_mix64(uint64_t x)
+{
+	/* splitmix64 finaliser */
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* A position-dependent byte pattern: reordering, duplication or loss of any
+ * run of bytes longer than a few bytes shows up as a mismatch. */
+static HARNESS_UNUSED uint8_t harness_pat(uint64_t seed, uint64_t off)
+{
+	return (uint8_t)(harness_mix64(seed ^ (off >> 3)) >> ((off & 7) * 8));
+}
+
+static HARNESS_UNUSED void harness_fill(uint64_t seed, uint64_t off, void *buf, size_t n)
+{
+	uint8_t *b = (uint8_t *)buf;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		b[i] = harness_pat(seed, off + i);
+}
+
+/* Returns the index of the first mismatch, or (size_t)-1 if all match. */
+static HARNESS_UNUSED size_t harness_verify(uint64_t seed, uint64_t off, const void *buf, size_t n)
+{
+	const uint8_t *b = (const uint8_t *)buf;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (b[i] != harness_pat(seed, off + i))
+			return i;
+	return (size_t)-1;
+}
+
+/* xorshift64* PRNG; never seed with 0 (harness_rng_seed handles it). */
+struct harness_rng {
+	uint64_t s;
+};
+
+static HARNESS_UNUSED void harness_rng_seed(struct harness_rng *r, uint64_t seed)
+{
+	r->s = harness_mix64(seed) | 1;
+}
+
+static HARNESS_UNUSED uint64_t harness_rng_next(struct harness_rng *r)
+{
+	r->s ^= r->s >> 12;
+	r->s ^= r->s << 25;
+	r->s ^= r->s >> 27;
+	return r->s * 0x2545f4914f6cdd1dull;
+}
+
+/* Uniform in [lo, hi]. */
+static HARNESS_UNUSED uint64_t harness_rng_range(struct harness_rng *r, uint64_t lo, uint64_t hi)
+{
+	return lo + harness_rng_next(r) % (hi - lo + 1);
+}
+
+static HARNESS_UNUSED double harness_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * Waiting for a child with a deadline, without sleeping: SIGCHLD is blocked
+ * (call harness_block_sigchld() before the fork) and sigtimedwait() returns
+ * as soon as a child changes state. On timeout the child is killed with
+ * SIGKILL and reaped, and -ETIMEDOUT is returned; otherwise 0 and *status.
+ */
+static HARNESS_UNUSED void harness_block_sigchld(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+static HARNESS_UNUSED int harness_wait_child(pid_t pid, double timeout_s, int *status)
+{
+	double deadline = harness_now() + timeout_s;
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+		double left;
+		struct timespec ts;
+
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		left = deadline - harness_now();
+		if (left <= 0) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+				;
+			return -ETIMEDOUT;
+		}
+		ts.tv_sec = (time_t)left;
+		ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
+		(void)sigtimedwait(&set, NULL, &ts);
+	}
+}
+
+/* Fails unless the child exited normally with status 0. */
+static HARNESS_UNUSED void harness_reap_ok(pid_t pid, double timeout_s, const char *what)
+{
+	int status = 0;
+	int r = harness_wait_child(pid, timeout_s, &status);
+
+	if (r == -ETIMEDOUT) {
+		fprintf(stderr, "%s: child %d timed out after %.0f s (killed)\n", what,
+			(int)pid, timeout_s);
+		harness_fail();
+	}
+	if (r < 0) {
+		fprintf(stderr, "%s: waitpid: %s\n", what, strerror(-r));
+		harness_fail();
+	}
+	if (WIFSIGNALED(status)) {
+		fprintf(stderr, "%s: child %d killed by signal %d (%s)\n", what, (int)pid,
+			WTERMSIG(status), strsignal(WTERMSIG(status)));
+		harness_fail();
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "%s: child %d exited with status %d\n", what, (int)pid,
+			WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		harness_fail();
+	}
+}
+
+#endif /* UP_TESTS_HARNESS_H */

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# uringpipe quick start: install what is missing (Debian 12, as root), build,
+# then run the comparison with kernel pipes (`bench`) or the test suite (`test`).
+#
+#   bash tools/quickstart.sh bench [bench options...]
+#   bash tools/quickstart.sh test  [ctest options...]
+#
+# Environment: BUILD_DIR (default build), UP_CMAKE_ARGS (extra -D options).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+build=${BUILD_DIR:-build}
+what=${1:-}
+shift || true
+
+packages=(build-essential cmake pkg-config liburing-dev libnuma-dev libjemalloc-dev
+          strace numactl)
+
+install_deps() {
+	local missing=()
+	for p in "${packages[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "quickstart: missing packages: ${missing[*]} (run as root to install them)" >&2
+		exit 1
+	fi
+	echo "quickstart: installing ${missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+configure_and_build() {
+	# shellcheck disable=SC2086
+	cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUP_WERROR=ON ${UP_CMAKE_ARGS:-} >/dev/null
+	cmake --build "$build" -j"$(nproc)"
+}
+
+case "$what" in
+bench)
+	install_deps
+	configure_and_build
+	exec "$build"/tools/uringpipe-bench "$@"
+	;;
+test)
+	install_deps
+	configure_and_build
+	cd "$build"
+	exec ctest --output-on-failure --timeout 900 "$@"
+	;;
+*)
+	echo "usage: $0 bench|test [options...]" >&2
+	exit 2
+	;;
+esac

@@ -16,11 +16,12 @@
 
 void *up__calloc(size_t n, size_t sz)
 {
+	size_t bytes;
+
 	if (sz && n > SIZE_MAX / sz)
 		return NULL;
-	if (n * sz == 0)
-		return mallocx(1, MALLOCX_ZERO);
-	return mallocx(n * sz, MALLOCX_ZERO | MALLOCX_ALIGN(64));
+	bytes = n * sz;
+	return mallocx(bytes != 0 ? bytes : 1, MALLOCX_ZERO | MALLOCX_ALIGN(64));
 }
 
 void up__free(void *ptr)
@@ -31,14 +32,16 @@ void up__free(void *ptr)
 #else
 void *up__calloc(size_t n, size_t sz)
 {
+	size_t bytes;
 	void *ptr;
 
 	if (sz && n > SIZE_MAX / sz)
 		return NULL;
+	bytes = n * sz;
 	/* Cache-line aligned: endpoints hold counters written on hot paths. */
-	if (posix_memalign(&ptr, 64, n * sz ? n * sz : 1) != 0)
+	if (posix_memalign(&ptr, 64, bytes != 0 ? bytes : 1) != 0)
 		return NULL;
-	memset(ptr, 0, n * sz);
+	memset(ptr, 0, bytes);
 	return ptr;
 }
 

@@ -162,6 +162,8 @@ static void cur_init(struct iov_cur *c, const struct iovec *iov, int cnt)
 
 static void wake_line(struct up_end *e, struct up_shm_wait *wl)
 {
+	uint64_t sc = 0;
+
 	/* Pairs with the sleeper's nwait increment; the caller's progress
 	 * store came before, seq_cst (see wake.h). */
 	if (atomic_load_explicit(&wl->nwait, memory_order_seq_cst) == 0)
@@ -169,7 +171,6 @@ static void wake_line(struct up_end *e, struct up_shm_wait *wl)
 	if (atomic_exchange_explicit(&wl->pending, 1, memory_order_seq_cst) != 0)
 		return; /* a wake is in flight and covers this progress too */
 	atomic_fetch_add_explicit(&wl->seq, 1, memory_order_seq_cst);
-	uint64_t sc = 0;
 	e->waker->ops->wake(e->waker, &wl->seq, &sc);
 	up__count(&e->c.syscalls, sc);
 	up__count(&e->c.wakes, 1);
@@ -178,6 +179,28 @@ static void wake_line(struct up_end *e, struct up_shm_wait *wl)
 void up__ring_wake_all(struct up_end *e, struct up_shm_wait *wl)
 {
 	wake_line(e, wl);
+}
+
+/*
+ * A reader returned pages: wake sleeping writers, with hysteresis. A writer
+ * only sleeps when the pool is empty; waking it for every page a reader
+ * frees would cost a sleep/wake round trip (~45 us here, BASELINES.md) per
+ * page, so writers are woken once a quarter of the capacity is free, or
+ * when the ring has just been drained (the reader will free nothing more
+ * until more is written). A writer whose wake was held back still re-checks
+ * at the end of its sleep slice, so a reader that stops reading with less
+ * than a quarter free delays a writer by at most one slice, never forever.
+ */
+static void wake_writers(struct up_end *rd, bool drained)
+{
+	struct up_pipe *p = rd->p;
+
+	/* The pool put (seq_cst) came before: this is the handshake's load. */
+	if (atomic_load_explicit(&p->ln->wr_wait.nwait, memory_order_seq_cst) == 0)
+		return;
+	if (!drained && up__pool_free(p) < p->g.page_count / 4)
+		return;
+	wake_line(rd, &p->ln->wr_wait);
 }
 
 /* Readable: a byte in some live slot, or end of stream, or broken.
@@ -858,7 +881,7 @@ ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, si
 		n = read_locked(rd, &c, len, &freed);
 		lock_drop(rd, &p->ln->rlock.word);
 		if (freed)
-			wake_line(rd, &p->ln->wr_wait);
+			wake_writers(rd, n >= 0 && (size_t)n < len);
 		if (n != 0) {
 			if (n > 0) {
 				up__count(&rd->c.bytes_read, (uint64_t)n);
@@ -1018,7 +1041,7 @@ int up__ring_consume(struct up_end *rd, size_t n)
 	avail = read_locked(rd, NULL, n, &freed);
 	peek_unlock(rd);
 	if (freed)
-		wake_line(rd, &p->ln->wr_wait);
+		wake_writers(rd, false);
 	if (avail < 0)
 		return (int)avail;
 	up__count(&rd->c.bytes_read, (uint64_t)avail);

@@ -411,6 +411,27 @@ int up_stats(const struct up_pipe *cp, struct up_stats *st)
 	return 0;
 }
 
+int up_pollfd(struct up_end *e)
+{
+	uint64_t sc = 0;
+	int fd;
+
+	if (!e)
+		return -EINVAL;
+	if (!e->waker->ops->pollfd)
+		return -EOPNOTSUPP;
+	fd = e->waker->ops->pollfd(e->waker, &sc);
+	up__count(&e->c.syscalls, sc);
+	return fd;
+}
+
+int up_poll_arm(struct up_end *e)
+{
+	if (!e)
+		return -EINVAL;
+	return up__ring_poll_arm(e);
+}
+
 struct up_pipe *up_end_pipe(const struct up_end *e)
 {
 	return e ? e->p : NULL;

@@ -309,6 +309,87 @@ static int wait_ready(struct up_end *e, struct up_shm_wait *wl,
 }
 
 /* ------------------------------------------------------------------------ */
+/* poll mode: the sleep handshake with the sleeping left to the caller */
+
+static struct up_shm_wait *end_line(struct up_end *e)
+{
+	return (e->flags & UP_RD) ? &e->p->ln->rd_wait : &e->p->ln->wr_wait;
+}
+
+/*
+ * Announce this end as a sleeper on its line, as wait_ready() does, but
+ * return instead of sleeping: the caller sleeps in its own event loop
+ * (up_pollfd, or an SQE on its own ring) and the end stays announced until
+ * up__ring_disarm(). Returns 1 when progress is possible now (nothing
+ * armed), 0 with *word and *expect to wait on, or -EPROTO.
+ */
+int up__ring_arm(struct up_end *e, _Atomic uint32_t **word, uint32_t *expect)
+{
+	int (*ready)(struct up_end *) = (e->flags & UP_RD) ? rd_ready : wr_ready;
+	struct up_shm_wait *wl = end_line(e);
+	uint32_t s;
+	int r;
+
+	up__ring_disarm(e);
+	r = ready(e);
+	if (r != 0)
+		return r < 0 ? r : 1;
+	s = atomic_load_explicit(&wl->seq, memory_order_seq_cst);
+	atomic_store_explicit(&wl->pending, 0, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&wl->nwait, 1, memory_order_seq_cst);
+	r = ready(e);
+	if (r != 0) {
+		atomic_fetch_sub_explicit(&wl->nwait, 1, memory_order_seq_cst);
+		return r < 0 ? r : 1;
+	}
+	e->armed = UP_ARMED_EXTERNAL;
+	*word = &wl->seq;
+	*expect = s;
+	up__count(&e->c.waits, 1);
+	return 0;
+}
+
+int up__ring_poll_arm(struct up_end *e)
+{
+	_Atomic uint32_t *word;
+	uint64_t sc = 0;
+	uint32_t s;
+	int r;
+
+	if (!e->waker->ops->arm)
+		return -EOPNOTSUPP;
+	/* Outside the handshake: may enter the kernel (pidfd_open). */
+	up__peers_watch(e, (e->flags & UP_RD) ? UP_END_WRITER : UP_END_READER);
+	r = up__ring_arm(e, &word, &s);
+	if (r != 0)
+		return r;
+	r = e->waker->ops->arm(e->waker, word, s, e->peer_pidfds, e->npeer, &sc);
+	up__count(&e->c.syscalls, sc);
+	if (r < 0) {
+		up__ring_disarm(e);
+		return r;
+	}
+	e->armed = UP_ARMED_POLL;
+	return 0;
+}
+
+void up__ring_disarm(struct up_end *e)
+{
+	uint64_t sc = 0;
+	int peer = 0;
+
+	if (!e->armed)
+		return;
+	if (e->armed == UP_ARMED_POLL)
+		peer = e->waker->ops->disarm(e->waker, &sc);
+	e->armed = UP_ARMED_NONE;
+	atomic_fetch_sub_explicit(&end_line(e)->nwait, 1, memory_order_seq_cst);
+	up__count(&e->c.syscalls, sc);
+	if (peer == 1)
+		up__peers_reap(e);
+}
+
+/* ------------------------------------------------------------------------ */
 /* the two locks */
 
 /*
@@ -540,6 +621,8 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 
 	if (len == 0)
 		return 0;
+	if (up__unlikely(w->armed))
+		up__ring_disarm(w);
 	if (w->resv_pages) /* a write ends a reservation, as a commit of 0 */
 		w->resv_pages = 0, w->resv_bytes = 0;
 	cur_init(&c, iov, iovcnt);
@@ -617,6 +700,8 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 
 	if (len == 0 || *iovcnt <= 0)
 		return -EINVAL;
+	if (up__unlikely(w->armed))
+		up__ring_disarm(w);
 	want_pages = (len + ps - 1) >> p->g.page_shift;
 	if (want_pages > UP_END_CACHE_MAX)
 		want_pages = UP_END_CACHE_MAX;
@@ -863,6 +948,8 @@ ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, si
 
 	if (len == 0)
 		return 0;
+	if (up__unlikely(rd->armed))
+		up__ring_disarm(rd);
 	peek_unlock(rd);
 	cur_init(&c, iov, iovcnt);
 	coalesce(rd);
@@ -957,6 +1044,8 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 
 	if (*iovcnt <= 0)
 		return -EINVAL;
+	if (up__unlikely(rd->armed))
+		up__ring_disarm(rd);
 	for (;;) {
 		uint32_t writers;
 		int cnt = *iovcnt;
@@ -1054,6 +1143,7 @@ void up__ring_end_closing(struct up_end *e)
 {
 	struct up_pipe *p = e->p;
 
+	up__ring_disarm(e);
 	if (e->flags & UP_RD) {
 		peek_unlock(e);
 		return;

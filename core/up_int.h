@@ -93,6 +93,10 @@ struct up_pipe {
 
 #define UP_END_CACHE_MAX 256u
 #define UP_MAX_PEER_FDS  16
+
+#define UP_ARMED_NONE     0
+#define UP_ARMED_POLL     1 /* up_poll_arm(): our poll ring waits */
+#define UP_ARMED_EXTERNAL 2 /* the caller's own ring waits (uringpipe/uring.h) */
 #define UP_SPIN_INIT_NS  20000u /* first spin budget before sleeping */
 
 struct up_end {
@@ -113,6 +117,9 @@ struct up_end {
 	uint32_t resv_pages;  /* first resv_pages of cache are reserved */
 	size_t resv_bytes;
 	uint32_t cache[UP_END_CACHE_MAX];
+
+	/* Announced as a sleeper without sleeping (poll mode). */
+	int armed;            /* UP_ARMED_* */
 
 	/* Reader: holding the readers' lock between peek and consume. */
 	bool peek_locked;
@@ -149,6 +156,9 @@ int up__ring_consume(struct up_end *r, size_t n);
 void up__ring_end_closing(struct up_end *e);
 void up__ring_wake_all(struct up_end *e, struct up_shm_wait *wl);
 void up__ring_init(struct up_pipe *p);
+int up__ring_arm(struct up_end *e, _Atomic uint32_t **word, uint32_t *expect);
+int up__ring_poll_arm(struct up_end *e);
+void up__ring_disarm(struct up_end *e);
 
 /* pagepool.c: the free-page ring; batch take (writers) and put (readers). */
 int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want);

@@ -73,6 +73,19 @@ struct up__wake_ops {
 	int (*wake)(struct up__waker *w, _Atomic uint32_t *word, uint64_t *syscalls);
 	/* Free the per-endpoint state. */
 	void (*destroy)(struct up__waker *w);
+
+	/*
+	 * Poll mode (up_pollfd/up_poll_arm), NULL where unsupported: an fd
+	 * that turns readable when an armed wait on @word would have ended.
+	 * pollfd creates it (idempotent, returns the fd or -errno); arm
+	 * queues the wait (and pidfd polls) without sleeping, the caller has
+	 * announced itself as for wait(); disarm cancels what is left and
+	 * resets the fd, returning 1 when a peer's pidfd fired, 0, or -errno.
+	 */
+	int (*pollfd)(struct up__waker *w, uint64_t *syscalls);
+	int (*arm)(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
+		   const int *peer_pidfds, int npeer, uint64_t *syscalls);
+	int (*disarm)(struct up__waker *w, uint64_t *syscalls);
 };
 
 /*

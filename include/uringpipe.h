@@ -221,6 +221,27 @@ UP_API int up_stats(const struct up_pipe *p, struct up_stats *st);
 
 /* Beyond the contract. */
 
+/*
+ * Event-loop integration.
+ *
+ * up_pollfd - a file descriptor to hand to epoll, poll or libuv: it turns
+ * readable (POLLIN) when @e, after up_poll_arm() returned 0, may be able to
+ * make progress (data or end of stream for a reader; room or no reader left
+ * for a writer; a peer process died). It is owned by @e and closed by
+ * up_close(); never read it yourself. Returns the fd, or -EOPNOTSUPP where
+ * io_uring is unavailable (the futex(2) backend cannot signal an fd),
+ * -ENOMEM, -EMFILE. Exclusive on end; enters the kernel the first time.
+ *
+ * up_poll_arm - call after a UP_NONBLOCK call returned -EAGAIN and before
+ * waiting for up_pollfd(). Returns 1 if progress is possible now (retry at
+ * once, nothing was armed), 0 once armed (wait for the fd, then retry the
+ * call, which disarms), -EOPNOTSUPP, -EPROTO. Readiness may be spurious:
+ * retrying can give -EAGAIN again; arm again then. A stream that never runs
+ * dry never arms, so it stays free of system calls. Exclusive on end.
+ */
+UP_API int up_pollfd(struct up_end *e);
+UP_API int up_poll_arm(struct up_end *e);
+
 /* up_end_pipe - the pipe an endpoint belongs to (borrowed: not a new
  * reference). Any thread. */
 UP_API struct up_pipe *up_end_pipe(const struct up_end *e);

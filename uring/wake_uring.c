@@ -60,6 +60,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,16 +69,7 @@
 
 #include "up_int.h"
 
-/* Opcode numbers from the kernel's enum io_uring_op (uapi io_uring.h). */
-#define UP__IORING_OP_FUTEX_WAIT 51
-#define UP__IORING_OP_FUTEX_WAKE 52
-/* futex2 flags (uapi futex.h, v6.7+): size only. FUTEX2_PRIVATE (128) is
- * deliberately absent: the peer may be another process. */
-#define UP__FUTEX2_SIZE_U32 0x02u
-
-/* The installed header predates the futex opcodes; make sure its enum still
- * lines up with the numbers above (SENDMSG_ZC, READ_MULTISHOT, WAITID, ...). */
-_Static_assert(IORING_OP_SENDMSG_ZC == 48, "io_uring opcode numbering changed");
+#include "uring_int.h"
 /* We treat the kernel's ring indices as atomics (as liburing's barrier.h
  * does); that needs lock-free 32-bit atomics of the same size. */
 _Static_assert(sizeof(_Atomic unsigned) == sizeof(unsigned), "atomic size");
@@ -107,6 +99,14 @@ enum uw_kind {
 struct uring_waker {
 	struct up__waker base; /* first: core/ only sees this */
 	struct io_uring ring;
+	/* Poll mode (up_pollfd): a second ring that only ever carries the
+	 * armed FUTEX_WAIT and pidfd polls, with an eventfd registered so its
+	 * completions make the fd readable; kept apart from `ring` so no
+	 * completion of one mode is ever mistaken for the other's. */
+	struct io_uring *pring;
+	int efd;
+	unsigned pinflight; /* armed requests whose CQE is still to come */
+	int parmed;
 	uint64_t gen;  /* generation of the current/last wait */
 	int sqpoll;
 	pid_t owner;   /* process that created the ring (see uw_destroy) */
@@ -164,23 +164,10 @@ static int sys_futex_wake(_Atomic uint32_t *word, uint64_t *syscalls)
 
 /* ---- ring plumbing ------------------------------------------------------ */
 
-/*
- * IORING_OP_FUTEX_WAIT/WAKE as io_futex_prep() reads them:
- *   addr  = futex address,   addr2 (the 'off' union) = value to compare
- *   (wait) or number to wake (wake),  addr3 = bitset mask,  fd = futex2
- *   flags; len, the op-flags union (futex_flags), buf_index and file_index
- *   must be 0 or the kernel returns -EINVAL. Zeroing the whole SQE first
- *   also clears ioprio/personality, which io_init_req() checks.
- */
 static void prep_futex(struct io_uring_sqe *sqe, uint8_t op,
 		       _Atomic uint32_t *word, uint64_t val, uint64_t tag)
 {
-	memset(sqe, 0, sizeof(*sqe));
-	sqe->opcode = op;
-	sqe->fd = (int)UP__FUTEX2_SIZE_U32;
-	sqe->addr = (uint64_t)(uintptr_t)word;
-	sqe->addr2 = val;
-	sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
+	up__prep_futex(sqe, op, word, val);
 	sqe->user_data = tag;
 }
 
@@ -585,9 +572,143 @@ static void uw_destroy(struct up__waker *w)
 	 * and unmapping nothing is all the child may do. */
 	if (getpid() == uw->owner)
 		drain_wakes(uw);
-	/* Tearing the ring down cancels anything still armed. */
+	/* Tearing the rings down cancels anything still armed. */
+	if (uw->pring) {
+		io_uring_queue_exit(uw->pring);
+		up__free(uw->pring);
+		close(uw->efd);
+	}
 	io_uring_queue_exit(&uw->ring);
 	up__free(uw);
+}
+
+/* ---- poll mode: an fd for epoll/poll/libuv ------------------------------ */
+
+static int uw_pollfd(struct up__waker *w, uint64_t *syscalls)
+{
+	struct uring_waker *uw = to_uw(w);
+	struct io_uring_params p;
+	int r;
+
+	if (uw->pring)
+		return uw->efd;
+	uw->pring = up__calloc(1, sizeof(*uw->pring));
+	if (!uw->pring)
+		return -ENOMEM;
+	*syscalls += 3;
+	uw->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (uw->efd < 0) {
+		r = -errno;
+		goto err_free;
+	}
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+	p.cq_entries = UW_CQ_ENTRIES;
+	r = io_uring_queue_init_params(UW_SQ_ENTRIES, uw->pring, &p);
+	if (r < 0)
+		goto err_close;
+	r = io_uring_register_eventfd(uw->pring, uw->efd);
+	if (r < 0)
+		goto err_exit;
+	return uw->efd;
+
+err_exit:
+	io_uring_queue_exit(uw->pring);
+err_close:
+	close(uw->efd);
+err_free:
+	up__free(uw->pring);
+	uw->pring = NULL;
+	return r;
+}
+
+/* Reap what the poll ring has; note whether a peer's pidfd fired. */
+static void pring_reap(struct uring_waker *uw, int *peer)
+{
+	struct io_uring_cqe *cqe;
+
+	while (io_uring_peek_cqe(uw->pring, &cqe) == 0) {
+		if ((cqe->user_data & 0xff) == UW_POLL && cqe->res > 0)
+			*peer = 1;
+		if ((cqe->user_data & 0xff) != UW_CANCEL && uw->pinflight)
+			uw->pinflight--;
+		io_uring_cqe_seen(uw->pring, cqe);
+	}
+}
+
+static int uw_disarm(struct up__waker *w, uint64_t *syscalls)
+{
+	struct uring_waker *uw = to_uw(w);
+	struct io_uring_sqe *sqe;
+	uint64_t junk;
+	int peer = 0, rounds;
+
+	if (!uw->parmed)
+		return 0;
+	uw->parmed = 0;
+	pring_reap(uw, &peer);
+	if (uw->pinflight) {
+		/* Whatever is still armed goes; each posts -ECANCELED. */
+		sqe = io_uring_get_sqe(uw->pring);
+		if (sqe) {
+			io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY |
+						       IORING_ASYNC_CANCEL_ALL);
+			sqe->user_data = UW_TAG(0, UW_CANCEL);
+			io_uring_submit(uw->pring);
+			*syscalls += 1;
+		}
+		/* Bounded: a cancel completes the requests at once. */
+		for (rounds = 0; uw->pinflight && rounds < 100; rounds++) {
+			struct __kernel_timespec ts = { .tv_sec = 0, .tv_nsec = 10000000 };
+			struct io_uring_cqe *cqe;
+
+			*syscalls += 1;
+			if (io_uring_wait_cqe_timeout(uw->pring, &cqe, &ts) == 0)
+				pring_reap(uw, &peer);
+		}
+	}
+	/* Reset the fd; its count may include the cancel's completions. */
+	*syscalls += 1;
+	if (read(uw->efd, &junk, sizeof(junk)) < 0 && errno != EAGAIN)
+		return -errno;
+	return peer;
+}
+
+static int uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
+		  const int *peer_pidfds, int npeer, uint64_t *syscalls)
+{
+	struct uring_waker *uw = to_uw(w);
+	struct io_uring_sqe *sqe;
+	uint64_t gen = ++uw->gen;
+	int i, r;
+
+	if (!uw->pring)
+		return -EINVAL;
+	if (uw->parmed)
+		uw_disarm(w, syscalls);
+	sqe = io_uring_get_sqe(uw->pring);
+	if (!sqe)
+		return -EBUSY;
+	prep_futex(sqe, UP__IORING_OP_FUTEX_WAIT, word, expect, UW_TAG(gen, UW_FUTEX));
+	uw->pinflight = 1;
+	if (npeer > UW_SQ_ENTRIES - 2)
+		npeer = UW_SQ_ENTRIES - 2; /* the slice timeout covers the rest */
+	for (i = 0; i < npeer; i++) {
+		sqe = io_uring_get_sqe(uw->pring);
+		if (!sqe)
+			break;
+		io_uring_prep_poll_add(sqe, peer_pidfds[i], POLLIN);
+		sqe->user_data = UW_TAG(gen, UW_POLL);
+		uw->pinflight++;
+	}
+	*syscalls += 1;
+	r = io_uring_submit(uw->pring);
+	if (r < 0) {
+		uw->pinflight = 0;
+		return r;
+	}
+	uw->parmed = 1;
+	return 0;
 }
 
 static const struct up__wake_ops uw_ops = {
@@ -595,6 +716,9 @@ static const struct up__wake_ops uw_ops = {
 	.wait = uw_wait,
 	.wake = uw_wake,
 	.destroy = uw_destroy,
+	.pollfd = uw_pollfd,
+	.arm = uw_arm,
+	.disarm = uw_disarm,
 };
 
 static const struct up__wake_ops uw_ops_sqpoll = {
@@ -602,6 +726,9 @@ static const struct up__wake_ops uw_ops_sqpoll = {
 	.wait = uw_wait,
 	.wake = uw_wake,
 	.destroy = uw_destroy,
+	.pollfd = uw_pollfd,
+	.arm = uw_arm,
+	.disarm = uw_disarm,
 };
 
 /* ---- construction ------------------------------------------------------- */

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_poll.c - event-loop integration: up_pollfd()/up_poll_arm() with
+ * poll(2), and up_uring_prep_poll() on a caller's own io_uring.
+ *
+ * Every case arms first and only then lets the other side act (a thread
+ * released through a pipe(2) token, or a child process), so a readiness
+ * that never comes fails the case by poll's timeout instead of passing.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "uringpipe.h"
+#include "uringpipe/uring.h"
+
+#define POLL_MS 5000
+
+struct actor {
+	struct up_end *e;
+	int go[2];     /* token: the actor acts once it reads a byte */
+	int what;      /* 0 write "hello", 1 close, 2 read everything */
+	ssize_t res;
+	pthread_t t;
+};
+
+static void *actor_main(void *arg)
+{
+	struct actor *a = arg;
+	char c, buf[1 << 16];
+
+	if (read(a->go[0], &c, 1) != 1)
+		return NULL;
+	if (a->what == 0) {
+		a->res = up_write(a->e, "hello", 5);
+	} else if (a->what == 1) {
+		a->res = up_close(a->e);
+	} else {
+		ssize_t n;
+
+		a->res = 0;
+		while ((n = up_read(a->e, buf, sizeof(buf))) > 0)
+			a->res += n;
+	}
+	return NULL;
+}
+
+static void actor_start(struct actor *a, struct up_end *e, int what)
+{
+	memset(a, 0, sizeof(*a));
+	a->e = e;
+	a->what = what;
+	CHECK_SYS(pipe(a->go));
+	CHECK_EQ(pthread_create(&a->t, NULL, actor_main, a), 0);
+}
+
+static void actor_go(struct actor *a)
+{
+	CHECK_EQ(write(a->go[1], "x", 1), 1);
+}
+
+static void actor_join(struct actor *a)
+{
+	CHECK_EQ(pthread_join(a->t, NULL), 0);
+	close(a->go[0]);
+	close(a->go[1]);
+}
+
+/* poll the fd; returns 1 readable, 0 timeout */
+static int wait_fd(int fd, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	int r = poll(&pfd, 1, ms);
+
+	CHECK(r >= 0);
+	return r > 0 && (pfd.revents & POLLIN);
+}
+
+static struct up_end *open_nb(struct up_pipe *p, int flags)
+{
+	struct up_end *e;
+
+	CHECK_OK(up_open(p, flags | UP_NONBLOCK, &e));
+	return e;
+}
+
+static int pollfd_or_skip(struct up_end *e)
+{
+	int fd = up_pollfd(e);
+
+	if (fd == -EOPNOTSUPP)
+		SKIP("up_pollfd: no io_uring on this host (futex backend)");
+	CHECK_OK(fd);
+	return fd;
+}
+
+static void reader_wakes_on_data(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	struct actor a;
+	char buf[16];
+	int fd;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	r = open_nb(p, UP_RD);
+	CHECK_OK(up_open(p, UP_WR, &w));
+	fd = pollfd_or_skip(r);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), -EAGAIN);
+	CHECK_EQ(up_poll_arm(r), 0);
+	CHECK_EQ(wait_fd(fd, 0), 0); /* armed, nothing yet: not readable */
+	actor_start(&a, w, 0);
+	actor_go(&a);
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	actor_join(&a);
+	CHECK_EQ(a.res, 5);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
+	CHECK(memcmp(buf, "hello", 5) == 0);
+	/* Disarmed by the read: the fd was reset. */
+	CHECK_EQ(wait_fd(fd, 0), 0);
+	/* With data already there, arming says so instead of arming. */
+	CHECK_EQ(up_write(w, "x", 1), 1);
+	CHECK_EQ(up_poll_arm(r), 1);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 1);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+static void reader_wakes_on_eof(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	struct actor a;
+	char buf[16];
+	int fd;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	r = open_nb(p, UP_RD);
+	CHECK_OK(up_open(p, UP_WR, &w));
+	fd = pollfd_or_skip(r);
+	CHECK_EQ(up_poll_arm(r), 0);
+	actor_start(&a, w, 1);
+	actor_go(&a);
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	actor_join(&a);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 0);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+static void writer_wakes_on_room(void)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	struct actor a;
+	static char big[1 << 16];
+	ssize_t n, total = 0;
+	int fd;
+
+	up_config_init(&cfg);
+	cfg.capacity = 64 * 1024;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	w = open_nb(p, UP_WR);
+	fd = pollfd_or_skip(w);
+	while ((n = up_write(w, big, sizeof(big))) > 0)
+		total += n;
+	CHECK_EQ(n, -EAGAIN);
+	CHECK_EQ(up_poll_arm(w), 0);
+	actor_start(&a, r, 2);
+	actor_go(&a);
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	CHECK(up_write(w, big, 4096) == 4096);
+	total += 4096;
+	up_close(w);
+	actor_join(&a);
+	CHECK_EQ(a.res, total);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+static void writer_wakes_on_dead_reader_process(void)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+	struct up_end *w;
+	static char big[1 << 16];
+	int fd, go[2];
+	pid_t child;
+	char c;
+
+	up_config_init(&cfg);
+	cfg.capacity = 64 * 1024;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	CHECK_SYS(pipe(go));
+	child = fork();
+	CHECK(child >= 0);
+	if (child == 0) {
+		struct up_pipe *cp;
+		struct up_end *cr;
+
+		if (up_pipe_attach(up_pipe_fd(p), &cp) < 0 || up_open(cp, UP_RD, &cr) < 0)
+			_exit(1);
+		/* Tell the parent we hold a reader, then wait to be killed. */
+		if (write(go[1], "r", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	CHECK_EQ(read(go[0], &c, 1), 1);
+	w = open_nb(p, UP_WR);
+	fd = pollfd_or_skip(w);
+	while (up_write(w, big, sizeof(big)) > 0)
+		;
+	CHECK_EQ(up_poll_arm(w), 0);
+	CHECK_SYS(kill(child, SIGKILL));
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	CHECK_EQ(waitpid(child, NULL, 0), child);
+	/* The write that follows the readiness notices: no reader left. */
+	CHECK_EQ(up_write(w, big, 1), -EPIPE);
+	up_close(w);
+	up_pipe_release(p);
+	close(go[0]);
+	close(go[1]);
+}
+
+static void own_ring_prep_poll(void)
+{
+	struct io_uring ring;
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec ts = { .tv_sec = POLL_MS / 1000 };
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	struct actor a;
+	char buf[16];
+
+	if (io_uring_queue_init(8, &ring, 0) < 0)
+		SKIP("io_uring refused on this host");
+	CHECK_OK(up_pipe_create(NULL, &p));
+	r = open_nb(p, UP_RD);
+	CHECK_OK(up_open(p, UP_WR, &w));
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), -EAGAIN);
+	sqe = io_uring_get_sqe(&ring);
+	CHECK(sqe != NULL);
+	CHECK_EQ(up_uring_prep_poll(r, sqe), 0);
+	io_uring_sqe_set_data64(sqe, 42);
+	CHECK(io_uring_submit(&ring) == 1);
+	/* Nothing written yet: the SQE must still be pending. */
+	CHECK_EQ(io_uring_peek_cqe(&ring, &cqe), -EAGAIN);
+	actor_start(&a, w, 0);
+	actor_go(&a);
+	CHECK_EQ(io_uring_wait_cqe_timeout(&ring, &cqe, &ts), 0);
+	CHECK_EQ(io_uring_cqe_get_data64(cqe), 42);
+	/* -EINVAL here would mean the kernel rejected our SQE encoding. */
+	CHECK(cqe->res == 0 || cqe->res == -EAGAIN);
+	io_uring_cqe_seen(&ring, cqe);
+	actor_join(&a);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
+	/* Data present: nothing to prepare. */
+	CHECK_EQ(up_write(w, "y", 1), 1);
+	sqe = io_uring_get_sqe(&ring);
+	CHECK_EQ(up_uring_prep_poll(r, sqe), 1);
+	io_uring_prep_nop(sqe);
+	CHECK(io_uring_submit(&ring) == 1);
+	CHECK_EQ(io_uring_wait_cqe(&ring, &cqe), 0);
+	io_uring_cqe_seen(&ring, cqe);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+	io_uring_queue_exit(&ring);
+}
+
+static void futex_backend_refuses_pollfd(void)
+{
+	struct up_pipe *p;
+	struct up_end *r;
+
+	/* Only meaningful when the fallback is forced. */
+	if (!getenv("UP_FORCE_FUTEX"))
+		return;
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &r));
+	CHECK_EQ(up_pollfd(r), -EOPNOTSUPP);
+	CHECK_EQ(up_poll_arm(r), -EOPNOTSUPP);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+int main(int argc, char **argv)
+{
+	harness_init(argc, argv);
+	harness_watchdog(60);
+	harness_fail_on_sigpipe();
+	RUN(futex_backend_refuses_pollfd);
+	if (getenv("UP_FORCE_FUTEX"))
+		return 0;
+	RUN(reader_wakes_on_data);
+	RUN(reader_wakes_on_eof);
+	RUN(writer_wakes_on_room);
+	RUN(writer_wakes_on_dead_reader_process);
+	RUN(own_ring_prep_poll);
+	return 0;
+}

@@ -27,6 +27,9 @@
  * used twice (garbage in the stream), never an access outside the segment,
  * because every index taken from here is checked against page_count.
  */
+#include <fcntl.h>
+#include <stdlib.h>
+
 #include "up_int.h"
 
 void up__pool_init(struct up_pipe *p)
@@ -130,5 +133,41 @@ int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n)
 	 * seq_cst, not just release: it is also the "progress" store of the
 	 * writers' sleep handshake (see wake.h), loaded against wr_wait.nwait. */
 	atomic_store_explicit(&p->ln->pput.put, put + n, memory_order_seq_cst);
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Give the memory of @n pages back to the kernel by punching holes in the
+ * memfd (the seals forbid shrinking, not punching). The caller has taken the
+ * pages out of the pool, so no writer can be filling one meanwhile, and
+ * holds no lock: this is the slow part. Neighbouring pages are punched as
+ * one range. A punched page reads back as zeroes and costs a page fault when
+ * a writer next fills it. Returns 0 or -errno.
+ */
+int up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, uint64_t *syscalls)
+{
+	const uint64_t ps = p->g.page_size;
+	uint32_t i = 0;
+
+	qsort(pages, n, sizeof(pages[0]), cmp_u32);
+	while (i < n) {
+		uint32_t j = i + 1;
+
+		while (j < n && pages[j] == pages[j - 1] + 1)
+			j++;
+		*syscalls += 1;
+		if (fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)(p->g.off.pages + pages[i] * ps),
+			      (off_t)((j - i) * ps)) < 0)
+			return -errno;
+		i = j;
+	}
 	return 0;
 }

@@ -25,6 +25,8 @@ void up_config_init(struct up_config *cfg)
 	cfg->capacity = UP_DEFAULT_CAPACITY;
 	cfg->page_size = UP_DEFAULT_PAGE_SIZE;
 	cfg->numa_node = -1;
+	cfg->pool_keep = 0;
+	cfg->trim_ms = 0;
 }
 
 int up_pipe_create(const struct up_config *cfg, struct up_pipe **out)

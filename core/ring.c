@@ -203,6 +203,60 @@ static void wake_writers(struct up_end *rd, bool drained)
 	wake_line(rd, &p->ln->wr_wait);
 }
 
+static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock);
+static void lock_drop(struct up_end *e, _Atomic uint32_t *lk);
+
+/*
+ * Give free pages beyond the keep-level back to the kernel. Called by a
+ * reader that slept a whole slice without data: the ring is (nearly) empty,
+ * so the pool holds almost every page, and the burst that needed them is
+ * over. Trimming at every sleep instead punched pages mid-stream that the
+ * writer then faulted back in (measured: a 1 GiB burst through 64 MiB kept
+ * re-faulting about a tenth of its pages). Rate-limited
+ * per endpoint (trim_ms); the pages are taken out of the pool with the
+ * writers' CAS, punched with no lock held, and returned under the readers'
+ * lock. A writer that finds the pool short meanwhile sleeps and is woken by
+ * the return.
+ */
+static void pool_trim(struct up_end *rd)
+{
+	struct up_pipe *p = rd->p;
+	uint32_t pages[UP_END_CACHE_MAX];
+	uint32_t free_pages;
+	uint64_t now, sc = 0;
+	int n, r;
+
+	if (p->g.keep_pages >= p->g.page_count)
+		return;
+	free_pages = up__pool_free(p);
+	if (free_pages <= p->g.keep_pages)
+		return;
+	now = now_ns();
+	if (now - rd->last_trim_ns < p->g.trim_ns)
+		return;
+	rd->last_trim_ns = now;
+	while (free_pages > p->g.keep_pages) {
+		uint32_t want = free_pages - p->g.keep_pages;
+
+		if (want > UP_END_CACHE_MAX)
+			want = UP_END_CACHE_MAX;
+		n = up__pool_take(p, pages, want);
+		if (n <= 0)
+			break;
+		r = up__pages_punch(p, pages, (uint32_t)n, &sc);
+		if (lock_take(rd, &p->ln->rlock.word, false) < 0)
+			break; /* broken: the pages stay out; nothing more to do */
+		if (up__pool_put(p, pages, (uint32_t)n) < 0)
+			up__mark_broken(p);
+		lock_drop(rd, &p->ln->rlock.word);
+		wake_line(rd, &p->ln->wr_wait);
+		if (r < 0)
+			break; /* e.g. a file system without hole punching */
+		free_pages -= (uint32_t)n;
+	}
+	up__count(&rd->c.syscalls, sc);
+}
+
 /* Readable: a byte in some live slot, or end of stream, or broken.
  * Lock-free hint: tail and off may move under us (other readers); the
  * caller re-checks under the readers' lock. */
@@ -280,8 +334,10 @@ static int wait_ready(struct up_end *e, struct up_shm_wait *wl,
 		e->spin_ns -= e->spin_ns / 4;
 
 	for (;;) {
-		uint32_t s = atomic_load_explicit(&wl->seq, memory_order_seq_cst);
+		uint32_t s;
 		uint64_t sc = 0;
+
+		s = atomic_load_explicit(&wl->seq, memory_order_seq_cst);
 
 		/* Outside the handshake: may enter the kernel (pidfd_open). */
 		up__peers_watch(e, peer_role);
@@ -297,6 +353,9 @@ static int wait_ready(struct up_end *e, struct up_shm_wait *wl,
 			 * (the reaping wakes everyone who needs to know). */
 			if (r == 1 || r == -ETIMEDOUT)
 				up__peers_reap(e);
+			/* A whole slice without data: the burst is over. */
+			if (r == -ETIMEDOUT && (e->flags & UP_RD))
+				pool_trim(e);
 			if (r == 1 || r == -ETIMEDOUT || r == -EINTR || r == -EAGAIN)
 				r = 0;
 			if (r == 0)

@@ -56,6 +56,8 @@ static void geom_from_hdr(struct up__geom *g, const struct up_shm_hdr *h,
 	g->slot_mask = h->slot_count - 1;
 	g->max_ends = h->max_ends;
 	g->flags = h->flags;
+	g->keep_pages = h->keep_pages;
+	g->trim_ns = (uint64_t)h->trim_ms * 1000000u;
 	g->off = *o;
 }
 
@@ -95,7 +97,7 @@ int up__shm_create(const struct up_config *cfg, struct up_pipe **out)
 	struct up_shm_offsets o;
 	struct up_shm_hdr h;
 	struct up_pipe *p;
-	size_t cap, ps;
+	size_t cap, ps, keep;
 	uint32_t pages;
 	int fd, r;
 
@@ -113,6 +115,9 @@ int up__shm_create(const struct up_config *cfg, struct up_pipe **out)
 		return -EINVAL;
 	if (cfg->numa_node < -1)
 		return -EINVAL;
+	keep = cfg->pool_keep ? cfg->pool_keep : cap / 8;
+	if (!cfg->pool_keep && keep < UP_DEFAULT_MIN_KEEP)
+		keep = UP_DEFAULT_MIN_KEEP;
 
 	memset(&h, 0, sizeof(h));
 	h.magic = UP_SHM_MAGIC;
@@ -125,6 +130,8 @@ int up__shm_create(const struct up_config *cfg, struct up_pipe **out)
 	h.max_ends = UP_SHM_MAX_ENDS;
 	h.flags = cfg->flags;
 	h.numa_node = cfg->numa_node;
+	h.keep_pages = (uint32_t)(keep / ps < pages ? keep / ps : pages);
+	h.trim_ms = cfg->trim_ms ? cfg->trim_ms : UP_DEFAULT_TRIM_MS;
 	h.off_ends = o.ends;
 	h.off_slots = o.slots;
 	h.off_pool = o.pool;
@@ -200,6 +207,8 @@ static int validate_hdr(const struct up_shm_hdr *h, uint64_t file_size,
 	    h->off_pool != o->pool || h->off_pages != o->pages)
 		return -EPROTO;
 	if ((h->flags & ~UP_CFG_ALL) != 0 || h->numa_node < -1)
+		return -EPROTO;
+	if (h->keep_pages > h->page_count || h->trim_ms == 0)
 		return -EPROTO;
 	return 0;
 }

@@ -64,9 +64,11 @@ struct up_shm_hdr {
 	uint32_t max_ends;   /* entries of the endpoint table */
 	uint32_t flags;      /* UP_CFG_* the pipe was created with */
 	int32_t  numa_node;  /* node asked for at creation (-1 = policy) */
+	uint32_t keep_pages; /* free pages kept resident; the rest is trimmed */
+	uint32_t trim_ms;    /* at most one trim per this many ms per end */
 	uint64_t off_ends, off_slots, off_pool, off_pages;
 	uint64_t checksum;   /* FNV-1a 64 of the bytes before this field */
-	uint8_t  pad_[2 * UP_CACHELINE - 88];
+	uint8_t  pad_[2 * UP_CACHELINE - 96];
 };
 
 struct up_shm_state {
@@ -167,7 +169,7 @@ struct up_shm_lines {
 };
 
 static_assert(sizeof(struct up_shm_hdr) == 2 * UP_CACHELINE, "header is two lines");
-static_assert(offsetof(struct up_shm_hdr, checksum) == 80, "checksum offset");
+static_assert(offsetof(struct up_shm_hdr, checksum) == 88, "checksum offset");
 static_assert(sizeof(struct up_shm_state) == UP_CACHELINE, "line");
 static_assert(offsetof(struct up_shm_lines, prod) % UP_CACHELINE == 0, "prod on its line");
 static_assert(offsetof(struct up_shm_lines, cons) - offsetof(struct up_shm_lines, prod) ==

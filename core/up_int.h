@@ -52,8 +52,13 @@ struct up__geom {
 	uint32_t slot_mask;
 	uint32_t max_ends;
 	uint32_t flags;
+	uint32_t keep_pages;  /* free pages kept resident (pool trim) */
+	uint64_t trim_ns;     /* minimum time between two trims of one end */
 	struct up_shm_offsets off;
 };
+
+#define UP_DEFAULT_TRIM_MS  100u
+#define UP_DEFAULT_MIN_KEEP (64u * 1024u)
 
 /* Per-endpoint counters. Written by the endpoint's one thread with relaxed
  * load+store (no RMW: nobody else writes them), read by up_stats from any
@@ -133,6 +138,7 @@ struct up_end {
 	int npeer;
 	uint32_t peers_gen;   /* ends_gen + 1 when built, 0 = never */
 	uint32_t peers_role;
+	uint64_t last_trim_ns; /* reader: when this end last trimmed the pool */
 
 	struct up_end *next, *prev;
 };
@@ -164,6 +170,7 @@ void up__ring_disarm(struct up_end *e);
 int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want);
 int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n);
 uint32_t up__pool_free(struct up_pipe *p);
+int up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, uint64_t *syscalls);
 void up__pool_init(struct up_pipe *p);
 
 /* peer.c: dead-peer detection. */

@@ -65,6 +65,12 @@ struct up_config {
 	size_t   capacity;  /* bytes the pipe can hold; 0 = default (1 MiB) */
 	size_t   page_size; /* bytes per ring page; 0 = default (4 KiB) */
 	int      numa_node; /* -1 = the caller's memory-policy / local node */
+	/* Since 0.1: the memory floor. After a burst, free pages beyond
+	 * pool_keep bytes are given back to the kernel (hole-punched) when a
+	 * reader goes idle, at most once per trim_ms per endpoint. 0 = default
+	 * (1/8 of the capacity, at least 64 KiB); >= capacity = never trim. */
+	size_t   pool_keep;
+	uint32_t trim_ms;   /* 0 = default (100 ms) */
 };
 
 /*

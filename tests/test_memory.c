@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_memory.c - the memory floor: after a burst, an idle pipe's resident
+ * data pages fall back to the pool's keep-level (issue 5).
+ *
+ * 1 GiB goes through a 64 MiB pipe; then the writer stays idle while the
+ * reader blocks in up_read(). A reader about to sleep trims the pool, so the
+ * resident pages of the segment's data area (mincore over this process's
+ * mapping) must fall to at most keep-level + one page per slot still live +
+ * the writer's page batch. The main thread polls mincore until that holds or
+ * a deadline passes: the deadline is a failure bound, not synchronisation.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "up_int.h"
+
+#define MIB (1024u * 1024u)
+
+struct reader {
+	struct up_end *e;
+	uint64_t got;
+	ssize_t last;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+	static char buf[1 << 20];
+	ssize_t n;
+
+	while ((n = up_read(r->e, buf, sizeof(buf))) > 0)
+		r->got += (uint64_t)n;
+	r->last = n;
+	return NULL;
+}
+
+static size_t resident_pages(struct up_pipe *p)
+{
+	size_t sys = (size_t)sysconf(_SC_PAGESIZE);
+	size_t len = (size_t)p->g.page_count * p->g.page_size;
+	size_t n = len / sys, i, res = 0;
+	unsigned char *vec = malloc(n);
+
+	CHECK(vec != NULL);
+	CHECK_SYS(mincore(p->pages, len, vec));
+	for (i = 0; i < n; i++)
+		res += vec[i] & 1;
+	free(vec);
+	return res * sys / p->g.page_size;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void burst_then_idle(size_t keep)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+	struct up_end *w;
+	struct reader rd = { 0 };
+	pthread_t t;
+	static char chunk[1 << 16];
+	uint64_t sent = 0, deadline;
+	size_t peak, idle, floor_pages;
+
+	up_config_init(&cfg);
+	cfg.capacity = 64 * MIB;
+	cfg.pool_keep = keep;
+	cfg.trim_ms = 10;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	CHECK_OK(up_open(p, UP_RD, &rd.e));
+	CHECK_OK(up_open(p, UP_WR, &w));
+	CHECK_EQ(pthread_create(&t, NULL, reader_main, &rd), 0);
+	while (sent < 1024ull * MIB) {
+		ssize_t n = up_write(w, chunk, sizeof(chunk));
+
+		CHECK(n > 0);
+		sent += (uint64_t)n;
+	}
+	peak = resident_pages(p);
+	/* Idle: the reader drains, finds nothing, trims, sleeps. */
+	floor_pages = p->g.keep_pages + 1 /* last live slot */ + 16 /* writer batch */;
+	deadline = now_ms() + 10000;
+	do {
+		idle = resident_pages(p);
+		if (idle <= floor_pages)
+			break;
+		usleep(1000); /* polling a condition with a deadline */
+	} while (now_ms() < deadline);
+	printf("# keep %zu KiB: resident data pages after 1 GiB burst %zu (%zu KiB), idle %zu (%zu KiB), floor %zu\n",
+	       keep / 1024, peak, peak * p->g.page_size / 1024, idle,
+	       idle * p->g.page_size / 1024, floor_pages);
+	CHECK(peak > floor_pages); /* the burst really used the pool */
+	CHECK(idle <= floor_pages);
+	/* The pipe still works after the trim, through punched pages. */
+	for (sent = 0; sent < 128ull * MIB; sent += sizeof(chunk))
+		CHECK_EQ(up_write(w, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+	up_close(w);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	CHECK_EQ(rd.last, 0);
+	CHECK_EQ(rd.got, 1024ull * MIB + 128ull * MIB);
+	up_close(rd.e);
+	up_pipe_release(p);
+}
+
+static void default_keep(void)
+{
+	burst_then_idle(0); /* default: 1/8 of the capacity */
+}
+
+static void small_keep(void)
+{
+	burst_then_idle(256 * 1024);
+}
+
+static void never_trim(void)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+
+	up_config_init(&cfg);
+	cfg.capacity = 4 * MIB;
+	cfg.pool_keep = 8 * MIB; /* >= capacity: keep everything */
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	CHECK_EQ(p->g.keep_pages, p->g.page_count);
+	up_pipe_release(p);
+}
+
+int main(int argc, char **argv)
+{
+	harness_init(argc, argv);
+	harness_watchdog(120);
+	RUN(never_trim);
+	RUN(small_keep);
+	RUN(default_keep);
+	return 0;
+}

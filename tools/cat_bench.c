@@ -1,7 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * up_bench.c - uringpipe-bench: uringpipe against a kernel pipe of the same
- * capacity, in the same run, with the same threads and the same buffers.
+ * cat_bench.c - `uringpipe-cat --bench`: uringpipe against a kernel pipe of
+ * the same capacity, in the same run, with the same threads and the same
+ * buffers. (This was the separate uringpipe-bench program; it became a mode
+ * of the CLI so that users have one tool, and its option parser and size
+ * syntax are now the CLI's.)
+ *
+ * Three transports per size: "kernel" (write/read on a pipe2() pipe),
+ * "uringpipe" (up_write/up_read: one copy in, one copy out, like the kernel)
+ * and "uringpipe_zc" (up_reserve + memcpy from the same source buffer +
+ * up_commit, then up_peek + up_consume: the consumer uses the bytes in
+ * place, so the stream is copied once instead of twice).
  *
  * This is a benchmark, not a timed test: it never decides pass/fail on speed.
  * It fails (exit 1) only when a transport loses, adds or corrupts bytes, or
@@ -56,11 +65,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
 #include "uringpipe.h"
 
-#define KiB ((uint64_t)1 << 10)
-#define MiB ((uint64_t)1 << 20)
-#define GiB ((uint64_t)1 << 30)
+#include "cat.h"
+
+#define BENCH_IOV 64
 
 #define MAX_SIZES      32
 #define MAX_THREADS    64
@@ -72,14 +83,20 @@
 #define CAL_MIN_SECS   0.1
 #define CAL_MAX_BYTES  (32 * GiB)
 
-#ifdef UP_VERSION_STRING
-#define UP_BENCH_VERSION UP_VERSION_STRING
-#else
-#define UP_BENCH_VERSION "(version unknown)"
-#endif
 
-enum transport { T_KERNEL = 0, T_URING = 1, T_COUNT = 2 };
-static const char *const tname[T_COUNT] = {"kernel", "uringpipe"};
+enum transport { T_KERNEL = CAT_T_KERNEL, T_URING = CAT_T_URING, T_URING_ZC = CAT_T_URING_ZC,
+		 T_COUNT = CAT_T_COUNT };
+static const char *const tname[T_COUNT] = {"kernel", "uringpipe", "uringpipe_zc"};
+
+/* Either flavour of uringpipe endpoint. */
+static inline bool is_up(enum transport t)
+{
+	return t != T_KERNEL;
+}
+
+/* --sweep: the kernel's pipe_bench grid. */
+static const unsigned sweep_w[] = {1, 2, 5};
+static const unsigned sweep_r[] = {1, 5, 10};
 
 struct opts {
 	uint64_t sizes[MAX_SIZES];
@@ -87,7 +104,8 @@ struct opts {
 	uint64_t capacity;
 	uint64_t bytes; /* 0: calibrate per transport and size */
 	unsigned repeat, writers, readers;
-	bool json, verbose;
+	bool json, verbose, sweep, pressure;
+	const char *report;
 	uint64_t seed;
 	uint64_t lat_every; /* 0: automatic */
 	double run_time;    /* target seconds per timed run when calibrating */
@@ -164,7 +182,7 @@ static void die(const char *fmt, ...)
 {
 	va_list ap;
 	fflush(stdout);
-	fputs("uringpipe-bench: ", stderr);
+	fputs("uringpipe-cat --bench: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -252,80 +270,10 @@ static uint64_t pct(const uint64_t *s, size_t n, double p)
 	return s[r - 1];
 }
 
-/* "4K", "1M", "100": the short form used in the table. */
-static const char *size_label(uint64_t v, char *b, size_t bl)
-{
-	if (v >= GiB && v % GiB == 0)
-		snprintf(b, bl, "%" PRIu64 "G", v / GiB);
-	else if (v >= MiB && v % MiB == 0)
-		snprintf(b, bl, "%" PRIu64 "M", v / MiB);
-	else if (v >= KiB && v % KiB == 0)
-		snprintf(b, bl, "%" PRIu64 "K", v / KiB);
-	else
-		snprintf(b, bl, "%" PRIu64, v);
-	return b;
-}
-
-static const char *bytes_label(uint64_t v, char *b, size_t bl)
-{
-	if (v >= GiB && v % GiB == 0)
-		snprintf(b, bl, "%" PRIu64 " GiB", v / GiB);
-	else if (v >= MiB && v % MiB == 0)
-		snprintf(b, bl, "%" PRIu64 " MiB", v / MiB);
-	else if (v >= KiB && v % KiB == 0)
-		snprintf(b, bl, "%" PRIu64 " KiB", v / KiB);
-	else
-		snprintf(b, bl, "%" PRIu64 " B", v);
-	return b;
-}
-
-/* ------------------------------------------------------------- parsing */
-
-/* Decimal with an optional binary suffix: 100, 4K, 64KiB, 1M, 2G, 1T. */
-static int parse_size(const char *s, uint64_t *out)
-{
-	unsigned long long v;
-	uint64_t mul = 1;
-	char *end;
-
-	if (*s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': mul = KiB; end++; break;
-	case 'm': case 'M': mul = MiB; end++; break;
-	case 'g': case 'G': mul = GiB; end++; break;
-	case 't': case 'T': mul = 1024 * GiB; end++; break;
-	default: break;
-	}
-	if (mul > 1 && *end == 'i' && end[1] == 'B')
-		end += 2;
-	else if (*end == 'B')
-		end++;
-	if (*end != '\0')
-		return -1;
-	if ((uint64_t)v > UINT64_MAX / mul)
-		return -1;
-	*out = (uint64_t)v * mul;
-	return 0;
-}
-
-static int parse_uint(const char *s, uint64_t *out, int base)
-{
-	unsigned long long v;
-	char *end;
-	if (*s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, base);
-	if (errno || *end != '\0')
-		return -1;
-	*out = (uint64_t)v;
-	return 0;
-}
+#define parse_uint cat_parse_uint
+#define size_label cat_size_label
+#define bytes_label cat_bytes_label
+#define parse_size cat_parse_size
 
 static int parse_secs(const char *s, double *out)
 {
@@ -344,7 +292,7 @@ static int parse_secs(const char *s, double *out)
 static void usage(FILE *f)
 {
 	fputs(
-"usage: uringpipe-bench [options]\n"
+"usage: uringpipe-cat --bench [options]\n"
 "  Compare uringpipe with a kernel pipe of the same capacity: throughput,\n"
 "  per-write latency and system calls per GiB, medians of alternating runs.\n"
 "\n"
@@ -361,9 +309,15 @@ static void usage(FILE *f)
 "  --timeout SEC    give up on a run after SEC seconds (default: automatic)\n"
 "  --seed S         verification pattern seed (default 1)\n"
 "  --json           one JSON object on stdout instead of the table\n"
+"  --sweep          every writers x readers pair of {1,2,5} x {1,5,10}\n"
+"  --memory-pressure  run `stress-ng --vm 2 --vm-bytes 50%` beside the\n"
+"                   benchmark (stress-ng must be installed)\n"
+"  --report FILE    also write a chart of MB/s against write size: an SVG\n"
+"                   image if FILE ends in .svg, else a self-contained HTML page\n"
 "  -v, --verbose    print every run on stderr\n"
 "  -h, --help       this text\n"
-"  Sizes take binary suffixes K, M, G (also KiB, MiB, GiB).\n"
+"  Sizes take binary suffixes K, M, G, T (also KiB ...) or decimal KB, MB,\n"
+"  GB, TB.\n"
 "  Exit: 0 ok, 1 runtime failure (lost/corrupt data, errors), 2 bad usage.\n",
 	      f);
 }
@@ -372,7 +326,7 @@ static void bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2),
 static void bad_usage(const char *fmt, ...)
 {
 	va_list ap;
-	fputs("uringpipe-bench: ", stderr);
+	fputs("uringpipe-cat --bench: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -411,7 +365,7 @@ static void parse_sizes(const char *arg, struct opts *o)
 static void parse_args(int argc, char **argv, struct opts *o)
 {
 	enum { O_SIZES = 256, O_CAP, O_BYTES, O_REPEAT, O_WRITERS, O_READERS,
-	       O_JSON, O_SEED, O_LAT, O_TIME, O_TIMEOUT };
+	       O_JSON, O_SEED, O_LAT, O_TIME, O_TIMEOUT, O_SWEEP, O_PRESSURE, O_REPORT };
 	static const struct option lo[] = {
 		{"sizes", required_argument, NULL, O_SIZES},
 		{"capacity", required_argument, NULL, O_CAP},
@@ -424,6 +378,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{"lat-every", required_argument, NULL, O_LAT},
 		{"time", required_argument, NULL, O_TIME},
 		{"timeout", required_argument, NULL, O_TIMEOUT},
+		{"sweep", no_argument, NULL, O_SWEEP},
+		{"memory-pressure", no_argument, NULL, O_PRESSURE},
+		{"report", required_argument, NULL, O_REPORT},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -501,6 +458,17 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			if (parse_secs(optarg, &o->timeout) < 0)
 				bad_usage("--timeout: '%s' must be 0..86400 seconds (0: automatic)",
 					  optarg);
+			break;
+		case O_SWEEP:
+			o->sweep = true;
+			break;
+		case O_PRESSURE:
+			o->pressure = true;
+			break;
+		case O_REPORT:
+			if (!*optarg)
+				bad_usage("--report: empty file name");
+			o->report = optarg;
 			break;
 		case 'v':
 			o->verbose = true;
@@ -635,9 +603,13 @@ static void probe_uring(uint64_t cap, struct env *env)
 
 /* ------------------------------------------------------------- workers */
 
+static ssize_t zc_write(struct worker *w, const unsigned char *p, size_t n);
+
 static ssize_t do_write(struct worker *w, const void *p, size_t n)
 {
-	if (w->sh->t == T_URING)
+	if (w->sh->t == T_URING_ZC)
+		return zc_write(w, p, n);
+	if (is_up(w->sh->t))
 		return up_write(w->end, p, n);
 	for (;;) {
 		ssize_t r = write(w->fd, p, n);
@@ -651,7 +623,7 @@ static ssize_t do_write(struct worker *w, const void *p, size_t n)
 
 static ssize_t do_read(struct worker *w, void *p, size_t n)
 {
-	if (w->sh->t == T_URING)
+	if (is_up(w->sh->t))
 		return up_read(w->end, p, n);
 	for (;;) {
 		ssize_t r = read(w->fd, p, n);
@@ -666,12 +638,34 @@ static ssize_t do_read(struct worker *w, void *p, size_t n)
 /* @e is a positive errno; up_strerror() takes the library's negative code. */
 static const char *err_str(const struct worker *w, int e)
 {
-	return w->sh->t == T_URING ? up_strerror(-e) : strerror(e);
+	return is_up(w->sh->t) ? up_strerror(-e) : strerror(e);
+}
+
+/*
+ * The zero-copy writer: reserve pages, fill them from the same source buffer
+ * the copying writers use (standing in for a producer that generates data in
+ * place), commit. One reserve+commit pair is one "write" for the latency.
+ */
+static ssize_t zc_write(struct worker *w, const unsigned char *p, size_t n)
+{
+	struct iovec iov[BENCH_IOV];
+	int cnt = BENCH_IOV;
+	ssize_t r = up_reserve(w->end, n, iov, &cnt);
+	size_t k = 0;
+
+	if (r <= 0)
+		return r;
+	for (int i = 0; i < cnt; i++) {
+		memcpy(iov[i].iov_base, p + k, iov[i].iov_len);
+		k += iov[i].iov_len;
+	}
+	r = up_commit(w->end, k);
+	return r < 0 ? r : (ssize_t)k;
 }
 
 static void close_end(struct worker *w)
 {
-	if (w->sh->t == T_URING) {
+	if (is_up(w->sh->t)) {
 		up_close(w->end);
 		w->end = NULL;
 	} else if (w->fd >= 0) {
@@ -732,21 +726,70 @@ out:
 	return NULL;
 }
 
-static void verify_chunk(struct worker *w, size_t n)
+static void verify_chunk(struct worker *w, const unsigned char *got, size_t n)
 {
 	pattern_fill(w->scratch, w->moved, n, w->sh->key);
-	if (memcmp(w->scratch, w->buf, n) == 0)
+	if (memcmp(w->scratch, got, n) == 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		if (w->scratch[i] != w->buf[i]) {
+		if (w->scratch[i] != got[i]) {
 			snprintf(w->err, sizeof(w->err),
 				 "integrity: stream offset %" PRIu64 ": expected 0x%02x, read 0x%02x"
 				 " (read of %zu bytes at offset %" PRIu64 ")",
-				 w->moved + i, w->scratch[i], w->buf[i], n, w->moved);
+				 w->moved + i, w->scratch[i], got[i], n, w->moved);
 			break;
 		}
 	}
 	w->bad = true; /* keep draining so the writer finishes */
+}
+
+/* The zero-copy reader: peek, look at the bytes in place (verify pass
+ * only: a timed run leaves them untouched, as a consumer that forwards a
+ * pointer would), consume. */
+static void zc_reader(struct worker *w)
+{
+	for (;;) {
+		struct iovec iov[BENCH_IOV];
+		int cnt = BENCH_IOV;
+		ssize_t r = up_peek(w->end, iov, &cnt);
+		int c;
+
+		w->calls++;
+		if (r == 0)
+			return;
+		if (r < 0) {
+			snprintf(w->err, sizeof(w->err), "reader %u: peek failed after %" PRIu64
+				 " bytes: %s (%d)", w->idx, w->moved, up_strerror((int)r), (int)r);
+			close_end(w);
+			return;
+		}
+		if (w->sh->verify) {
+			uint64_t at = w->moved;
+			for (int i = 0; i < cnt && !w->bad; i++) {
+				size_t done = 0;
+				/* scratch holds max(1 MiB, size): verify in slices;
+				 * verify_chunk takes the offset from w->moved. */
+				while (done < iov[i].iov_len && !w->bad) {
+					size_t k = iov[i].iov_len - done;
+					if (k > w->buflen)
+						k = w->buflen;
+					verify_chunk(w, (const unsigned char *)iov[i].iov_base + done, k);
+					w->moved += k;
+					done += k;
+				}
+			}
+			w->moved = at;
+		}
+		c = up_consume(w->end, (size_t)r);
+		if (c < 0) {
+			snprintf(w->err, sizeof(w->err), "reader %u: consume failed after %" PRIu64
+				 " bytes: %s (%d)", w->idx, w->moved, up_strerror(c), c);
+			close_end(w);
+			return;
+		}
+		w->moved += (uint64_t)r;
+		atomic_store_explicit(&w->progress, w->moved, memory_order_relaxed);
+	}
 }
 
 static void *reader_main(void *arg)
@@ -756,6 +799,10 @@ static void *reader_main(void *arg)
 
 	pthread_barrier_wait(&w->sh->bar);
 	clock_gettime(CLOCK_MONOTONIC, &w->t0);
+	if (sh->t == T_URING_ZC) {
+		zc_reader(w);
+		goto out;
+	}
 	for (;;) {
 		ssize_t r = do_read(w, w->buf, w->buflen);
 		w->calls++;
@@ -768,10 +815,11 @@ static void *reader_main(void *arg)
 			break;
 		}
 		if (sh->verify && !w->bad)
-			verify_chunk(w, (size_t)r);
+			verify_chunk(w, w->buf, (size_t)r);
 		w->moved += (uint64_t)r;
 		atomic_store_explicit(&w->progress, w->moved, memory_order_relaxed);
 	}
+out:
 	clock_gettime(CLOCK_MONOTONIC, &w->t1);
 	return NULL;
 }
@@ -808,7 +856,7 @@ static void watchdog_fail(const struct opts *o, enum transport t, uint64_t size,
 	char sb[32];
 	(void)o;
 	fflush(stdout);
-	fprintf(stderr, "uringpipe-bench: %s run with %s writes did not finish within %.0f s;"
+	fprintf(stderr, "uringpipe-cat --bench: %s run with %s writes did not finish within %.0f s;"
 		" progress:", tname[t], size_label(size, sb, sizeof(sb)), tmo);
 	for (unsigned i = 0; i < n; i++)
 		fprintf(stderr, " %s%u=%" PRIu64, ws[i].writer ? "w" : "r", ws[i].idx,
@@ -970,7 +1018,7 @@ static int run_once(const struct opts *o, const struct env *env, enum transport 
 	for (unsigned i = 0; i < n; i++) {
 		struct worker *w = &ws[i];
 		if (w->err[0]) {
-			fprintf(stderr, "uringpipe-bench: %s, %" PRIu64 "-byte writes%s: %s\n",
+			fprintf(stderr, "uringpipe-cat --bench: %s, %" PRIu64 "-byte writes%s: %s\n",
 				tname[t], size, verify ? ", verification pass" : "", w->err);
 			rc = -1;
 		}
@@ -986,13 +1034,13 @@ static int run_once(const struct opts *o, const struct env *env, enum transport 
 			out->syscalls += w->calls;
 	}
 	if (rc == 0 && (wrote != bytes || read != bytes)) {
-		fprintf(stderr, "uringpipe-bench: %s, %" PRIu64 "-byte writes: byte count mismatch:"
+		fprintf(stderr, "uringpipe-cat --bench: %s, %" PRIu64 "-byte writes: byte count mismatch:"
 			" asked %" PRIu64 ", written %" PRIu64 ", read %" PRIu64 "\n",
 			tname[t], size, bytes, wrote, read);
 		rc = -1;
 	}
 
-	if (t == T_URING) {
+	if (is_up(t)) {
 		struct up_end *keep = NULL;
 		for (unsigned i = nw; i < n && !keep; i++)
 			keep = ws[i].end;
@@ -1001,7 +1049,7 @@ static int run_once(const struct opts *o, const struct env *env, enum transport 
 		if (keep && rc == 0) {
 			int r = up_stats(up_end_pipe(keep), &out->st);
 			if (r < 0) {
-				fprintf(stderr, "uringpipe-bench: up_stats: %s\n", up_strerror(r));
+				fprintf(stderr, "uringpipe-cat --bench: up_stats: %s\n", up_strerror(r));
 				rc = -1;
 			} else {
 				out->have_st = true;
@@ -1124,74 +1172,106 @@ static void json_darr(const double *v, unsigned n, int prec)
 	putchar(']');
 }
 
-static void print_json(const struct opts *o, const struct env *env, const struct row *rows)
+static void json_row(const struct opts *o, const struct row *rw)
 {
-	printf("{\"tool\":\"uringpipe-bench\",");
-#ifdef UP_VERSION_STRING
-	printf("\"version\":\"%s\",", UP_VERSION_STRING);
-#endif
+	double mk = median(rw->mbps[T_KERNEL], o->repeat);
+
+	printf("{\"size\":%" PRIu64, rw->size);
+	for (int t = T_URING; t < T_COUNT; t++) {
+		printf(",\"%s\":", t == T_URING ? "ratio" : "ratio_zc");
+		if (mk > 0)
+			printf("%.4f", median(rw->mbps[t], o->repeat) / mk);
+		else
+			printf("null");
+	}
+	for (int t = 0; t < T_COUNT; t++) {
+		printf(",\"%s\":{\"bytes_per_run\":%" PRIu64 ",\"verified_bytes\":%" PRIu64
+		       ",\"mbps_median\":%.3f,\"mbps\":",
+		       tname[t], rw->bytes[t], rw->verified[t], median(rw->mbps[t], o->repeat));
+		json_darr(rw->mbps[t], o->repeat, 3);
+		printf(",\"secs\":");
+		json_darr(rw->secs[t], o->repeat, 6);
+		printf(",\"lat_us\":{\"p50\":%.3f,\"p99\":%.3f,\"max\":%.3f,"
+		       "\"samples_per_run\":%zu,\"every\":%" PRIu64 "}",
+		       median(rw->p50[t], o->repeat), median(rw->p99[t], o->repeat), rw->lmax[t],
+		       rw->nlat[t], rw->every[t]);
+		printf(",\"syscalls_per_gib_median\":%.1f,\"syscalls\":[",
+		       median(rw->sys_gib[t], o->repeat));
+		for (unsigned i = 0; i < o->repeat; i++)
+			printf("%s%" PRIu64, i ? "," : "", rw->syscalls[t][i]);
+		printf("]");
+		if (t == T_URING) {
+			printf(",\"stats\":[");
+			for (unsigned i = 0; i < o->repeat; i++) {
+				const struct up_stats *st = &rw->st[i];
+				if (!rw->have_st[i]) {
+					printf("%snull", i ? "," : "");
+					continue;
+				}
+				printf("%s{\"bytes_written\":%" PRIu64 ",\"bytes_read\":%" PRIu64
+				       ",\"writes\":%" PRIu64 ",\"reads\":%" PRIu64 ",\"waits\":%" PRIu64
+				       ",\"wakes\":%" PRIu64 ",\"syscalls\":%" PRIu64 "}",
+				       i ? "," : "", st->bytes_written, st->bytes_read, st->writes,
+				       st->reads, st->waits, st->wakes, st->syscalls);
+			}
+			printf("]");
+		}
+		printf("}");
+	}
+	printf("}");
+}
+
+/* One run configuration (writers x readers) and its rows. */
+struct config {
+	unsigned writers, readers;
+	struct row *rows;
+};
+
+static bool pinned_for(const struct env *env, unsigned w, unsigned r)
+{
+	return w == 1 && r == 1 && env->cpu[1] >= 0;
+}
+
+static void print_json(const struct opts *o, const struct env *env, const struct config *cf,
+		       unsigned ncf)
+{
+	printf("{\"tool\":\"uringpipe-cat --bench\",\"version\":\"%s\",", UP_VERSION_STRING);
 	printf("\"capacity\":%" PRIu64 ",\"uringpipe_capacity\":%zu,\"page_size\":%zu,"
 	       "\"kernel_pipe_size\":%ld,\"pipe_max_size\":%ld,\"kernel_pipe_note\":",
 	       o->capacity, env->up_capacity, env->up_page, env->kpipe_size, env->kpipe_max);
 	json_str(env->kpipe_note);
 	printf(",\"backend\":");
 	json_str(env->backend);
-	printf(",\"numa_node\":%d,\"repeat\":%u,\"writers\":%u,\"readers\":%u,"
-	       "\"pinned\":%s,\"writer_cpu\":%d,\"reader_cpu\":%d,\"seed\":%" PRIu64 ","
-	       "\"bytes_option\":%" PRIu64 ",\"run_time\":%.3f,\"clock_gettime_ns\":%.1f,"
-	       "\"mb\":1000000,\"rows\":[",
-	       env->numa_node, o->repeat, o->writers, o->readers,
-	       o->writers == 1 && o->readers == 1 && env->cpu[1] >= 0 ? "true" : "false",
-	       env->cpu[0], env->cpu[1], o->seed, o->bytes, o->run_time, env->clock_ns);
-	for (unsigned s = 0; s < o->nsizes; s++) {
-		const struct row *rw = &rows[s];
-		double mk = median(rw->mbps[T_KERNEL], o->repeat);
-		double mu = median(rw->mbps[T_URING], o->repeat);
-		printf("%s{\"size\":%" PRIu64 ",\"ratio\":", s ? "," : "", rw->size);
-		if (mk > 0)
-			printf("%.4f", mu / mk);
-		else
-			printf("null");
-		for (int t = 0; t < T_COUNT; t++) {
-			printf(",\"%s\":{\"bytes_per_run\":%" PRIu64 ",\"verified_bytes\":%"
-			       PRIu64 ",\"mbps_median\":%.3f,\"mbps\":",
-			       tname[t], rw->bytes[t], rw->verified[t],
-			       median(rw->mbps[t], o->repeat));
-			json_darr(rw->mbps[t], o->repeat, 3);
-			printf(",\"secs\":");
-			json_darr(rw->secs[t], o->repeat, 6);
-			printf(",\"lat_us\":{\"p50\":%.3f,\"p99\":%.3f,\"max\":%.3f,"
-			       "\"samples_per_run\":%zu,\"every\":%" PRIu64 "}",
-			       median(rw->p50[t], o->repeat), median(rw->p99[t], o->repeat),
-			       rw->lmax[t], rw->nlat[t], rw->every[t]);
-			printf(",\"syscalls_per_gib_median\":%.1f,\"syscalls\":[",
-			       median(rw->sys_gib[t], o->repeat));
-			for (unsigned i = 0; i < o->repeat; i++)
-				printf("%s%" PRIu64, i ? "," : "", rw->syscalls[t][i]);
-			printf("]");
-			if (t == T_URING) {
-				printf(",\"stats\":[");
-				for (unsigned i = 0; i < o->repeat; i++) {
-					const struct up_stats *st = &rw->st[i];
-					if (!rw->have_st[i]) {
-						printf("%snull", i ? "," : "");
-						continue;
-					}
-					printf("%s{\"bytes_written\":%" PRIu64 ",\"bytes_read\":%" PRIu64
-					       ",\"writes\":%" PRIu64 ",\"reads\":%" PRIu64
-					       ",\"waits\":%" PRIu64 ",\"wakes\":%" PRIu64
-					       ",\"syscalls\":%" PRIu64 "}",
-					       i ? "," : "", st->bytes_written, st->bytes_read,
-					       st->writes, st->reads, st->waits, st->wakes,
-					       st->syscalls);
-				}
-				printf("]");
-			}
-			printf("}");
+	printf(",\"numa_node\":%d,\"repeat\":%u,\"memory_pressure\":%s,\"writer_cpu\":%d,"
+	       "\"reader_cpu\":%d,\"seed\":%" PRIu64 ",\"bytes_option\":%" PRIu64
+	       ",\"run_time\":%.3f,\"clock_gettime_ns\":%.1f,\"mb\":1000000,"
+	       "\"transports\":[\"kernel\",\"uringpipe\",\"uringpipe_zc\"],\"configs\":[",
+	       env->numa_node, o->repeat, o->pressure ? "true" : "false", env->cpu[0],
+	       env->cpu[1], o->seed, o->bytes, o->run_time, env->clock_ns);
+	for (unsigned c = 0; c < ncf; c++) {
+		printf("%s{\"writers\":%u,\"readers\":%u,\"pinned\":%s,\"rows\":[", c ? "," : "",
+		       cf[c].writers, cf[c].readers,
+		       pinned_for(env, cf[c].writers, cf[c].readers) ? "true" : "false");
+		for (unsigned s = 0; s < o->nsizes; s++) {
+			if (s)
+				putchar(',');
+			json_row(o, &cf[c].rows[s]);
 		}
-		printf("}");
+		printf("]}");
 	}
-	printf("]}\n");
+	printf("]");
+	/* Without --sweep there is one configuration: its rows also at the
+	 * top, where the old uringpipe-bench JSON had them. */
+	if (ncf == 1) {
+		printf(",\"writers\":%u,\"readers\":%u,\"rows\":[", cf[0].writers, cf[0].readers);
+		for (unsigned s = 0; s < o->nsizes; s++) {
+			if (s)
+				putchar(',');
+			json_row(o, &cf[0].rows[s]);
+		}
+		printf("]");
+	}
+	printf("}\n");
 }
 
 /* Latencies span 0.02 µs to seconds: keep three significant-ish digits. */
@@ -1206,106 +1286,180 @@ static const char *fmt_us(double v, char *b, size_t bl)
 	return b;
 }
 
-static void print_table(const struct opts *o, const struct env *env, const struct row *rows)
+static void print_header(const struct opts *o, const struct env *env)
 {
-	char cb[32], lb[96];
-	bool pinned = o->writers == 1 && o->readers == 1 && env->cpu[1] >= 0;
+	char cb[32];
 
-	printf("uringpipe-bench: capacity %s (kernel pipe %ld B), backend %s, %u repeat%s, median\n",
-	       bytes_label(o->capacity, cb, sizeof(cb)), env->kpipe_size, env->backend,
-	       o->repeat, o->repeat == 1 ? "" : "s");
+	printf("uringpipe-cat --bench: capacity %s (kernel pipe %ld B), backend %s, %u repeat%s,"
+	       " median%s\n", bytes_label(o->capacity, cb, sizeof(cb)), env->kpipe_size,
+	       env->backend, o->repeat, o->repeat == 1 ? "" : "s",
+	       o->pressure ? ", under stress-ng --vm memory pressure" : "");
 	if (env->kpipe_note[0])
 		printf("  note: %s\n", env->kpipe_note);
-	if (pinned)
-		printf("  %u writer, %u reader, pinned writer->cpu%d reader->cpu%d",
-		       o->writers, o->readers, env->cpu[0], env->cpu[1]);
+	printf("  uringpipe %s, page %zu B, numa node %d; seed %" PRIu64
+	       "; clock_gettime %.0f ns; MB = 10^6 B; zc = reserve/commit + peek/consume\n",
+	       UP_VERSION_STRING, env->up_page, env->numa_node, o->seed, env->clock_ns);
+}
+
+static void print_table(const struct opts *o, const struct env *env, const struct config *cf)
+{
+	const struct row *rows = cf->rows;
+
+	if (pinned_for(env, cf->writers, cf->readers))
+		printf("\n%u writer, %u reader, pinned writer->cpu%d reader->cpu%d\n", cf->writers,
+		       cf->readers, env->cpu[0], env->cpu[1]);
 	else
-		printf("  %u writer%s, %u reader%s, not pinned", o->writers,
-		       o->writers == 1 ? "" : "s", o->readers, o->readers == 1 ? "" : "s");
-	printf("; uringpipe %s, page %zu B, numa node %d; seed %" PRIu64
-	       "; clock_gettime %.0f ns; MB = 10^6 B\n",
-	       UP_BENCH_VERSION, env->up_page, env->numa_node, o->seed, env->clock_ns);
-	printf("%-6s %-13s %11s %14s %8s %19s %19s %22s\n", "size", "MiB/run k/u", "kernel MB/s",
-	       "uringpipe MB/s", "ratio", "kern p50/p99/max us", "up p50/p99/max us",
-	       "syscalls/GiB kern/up");
+		printf("\n%u writer%s, %u reader%s, not pinned\n", cf->writers,
+		       cf->writers == 1 ? "" : "s", cf->readers, cf->readers == 1 ? "" : "s");
+	printf("%-5s %12s %12s %6s %12s %6s %18s %18s %18s %s\n", "size", "kernel MB/s",
+	       "uringp MB/s", "ratio", "zc MB/s", "zc/k", "kern p50/p99/max", "up p50/p99/max",
+	       "zc p50/p99/max", "syscalls/GiB k/up/zc");
 	for (unsigned s = 0; s < o->nsizes; s++) {
 		const struct row *rw = &rows[s];
-		double mk = median(rw->mbps[T_KERNEL], o->repeat);
-		double mu = median(rw->mbps[T_URING], o->repeat);
-		char sb[32], rb[32], bb[48], l[T_COUNT][64], sy[48];
+		double m[T_COUNT];
+		char sb[32], rb[2][32], l[T_COUNT][64], sy[64];
 
 		for (int t = 0; t < T_COUNT; t++) {
 			char a[16], b[16], c[16];
+			m[t] = median(rw->mbps[t], o->repeat);
 			snprintf(l[t], sizeof(l[t]), "%s/%s/%s",
 				 fmt_us(median(rw->p50[t], o->repeat), a, sizeof(a)),
 				 fmt_us(median(rw->p99[t], o->repeat), b, sizeof(b)),
 				 fmt_us(rw->lmax[t], c, sizeof(c)));
 		}
-		{
-			double kb = (double)rw->bytes[T_KERNEL] / (double)MiB;
-			double ub = (double)rw->bytes[T_URING] / (double)MiB;
-			snprintf(bb, sizeof(bb), "%.*f/%.*f", kb < 10 ? 1 : 0, kb, ub < 10 ? 1 : 0, ub);
+		for (int t = T_URING; t < T_COUNT; t++) {
+			if (m[T_KERNEL] > 0)
+				snprintf(rb[t - 1], sizeof(rb[0]), "%.2f", m[t] / m[T_KERNEL]);
+			else
+				snprintf(rb[t - 1], sizeof(rb[0]), "-");
 		}
-		snprintf(sy, sizeof(sy), "%.0f/%.0f", median(rw->sys_gib[T_KERNEL], o->repeat),
-			 median(rw->sys_gib[T_URING], o->repeat));
-		if (mk > 0)
-			snprintf(rb, sizeof(rb), "%.2f", mu / mk);
-		else
-			snprintf(rb, sizeof(rb), "-");
-		printf("%-6s %-13s %11.1f %14.1f %8s %19s %19s %22s\n",
-		       size_label(rw->size, sb, sizeof(sb)), bb, mk, mu, rb, l[0], l[1], sy);
+		snprintf(sy, sizeof(sy), "%.0f/%.0f/%.0f", median(rw->sys_gib[T_KERNEL], o->repeat),
+			 median(rw->sys_gib[T_URING], o->repeat),
+			 median(rw->sys_gib[T_URING_ZC], o->repeat));
+		printf("%-5s %12.1f %12.1f %6s %12.1f %6s %18s %18s %18s %s\n",
+		       size_label(rw->size, sb, sizeof(sb)), m[T_KERNEL], m[T_URING], rb[0],
+		       m[T_URING_ZC], rb[1], l[0], l[1], l[2], sy);
 	}
-	snprintf(lb, sizeof(lb), "%s", o->bytes ? "bytes per run from --bytes" :
-		 "bytes per run calibrated per transport");
-	printf("  %s; latency: median over runs of p50/p99, max over runs; "
-	       "kernel syscalls = read()+write() calls, uringpipe = up_stats().syscalls\n", lb);
+}
+
+static void print_footer(const struct opts *o)
+{
+	printf("  %s; latency (us): median over runs of p50/p99, max over runs; kernel syscalls"
+	       " = read()+write() calls, uringpipe = up_stats().syscalls\n",
+	       o->bytes ? "bytes per run from --bytes" : "bytes per run calibrated per transport");
+}
+
+/* ------------------------------------------------------ memory pressure */
+
+/*
+ * stress-ng runs in its own process group so that one kill reaches its
+ * workers too, and so that a terminal's ^C (sent to our group) does not
+ * leave it orphaned: our exit path kills it, whichever way we leave.
+ * A static is the only way atexit() can find it; this is a tool, not the
+ * library, which keeps no global state.
+ */
+static pid_t pressure_pid = -1;
+
+static void pressure_stop(void)
+{
+	if (pressure_pid <= 0)
+		return;
+	kill(-pressure_pid, SIGTERM);
+	/* stress-ng stops its workers on SIGTERM; reap it so no zombie and
+	 * no memory hog outlives the benchmark. */
+	while (waitpid(pressure_pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	pressure_pid = -1;
+}
+
+static void pressure_signal(int sig)
+{
+	if (pressure_pid > 0)
+		kill(-pressure_pid, SIGTERM);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static bool in_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		const char *c = strchr(path, ':');
+		size_t n = c ? (size_t)(c - path) : strlen(path);
+		if (n > 0 && n + strlen(prog) + 2 <= sizeof(buf)) {
+			memcpy(buf, path, n);
+			buf[n] = '/';
+			strcpy(buf + n + 1, prog);
+			if (access(buf, X_OK) == 0)
+				return true;
+		}
+		path += n + (c ? 1 : 0);
+	}
+	return false;
+}
+
+static void pressure_start(void)
+{
+	pid_t pid;
+
+	/* Checked here, not by a failed exec in the child, so the message is
+	 * printed once, before any work, and the status is the usual one. */
+	if (!in_path("stress-ng"))
+		die("--memory-pressure needs stress-ng, which is not in PATH "
+		    "(Debian: apt-get install stress-ng)");
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+		setpgid(0, 0);
+		if (devnull >= 0) {
+			dup2(devnull, STDOUT_FILENO);
+			close(devnull);
+		}
+		execlp("stress-ng", "stress-ng", "--vm", "2", "--vm-bytes", "50%", "--quiet",
+		       (char *)NULL);
+		fprintf(stderr, "uringpipe-cat --bench: exec stress-ng: %s\n", strerror(errno));
+		_exit(127);
+	}
+	setpgid(pid, pid); /* also here: whichever runs first, the group exists */
+	pressure_pid = pid;
+	atexit(pressure_stop);
+	signal(SIGINT, pressure_signal);
+	signal(SIGTERM, pressure_signal);
+	signal(SIGHUP, pressure_signal);
 }
 
 /* ------------------------------------------------------------------ main */
 
-int main(int argc, char **argv)
+/* Every size for one writers x readers configuration. The verification
+ * pass (always 1 x 1) runs only with @verify: once per size is enough. */
+static void run_config(const struct opts *o, const struct env *env, struct row *rows,
+		       bool verify)
 {
-	struct opts o;
-	struct env env;
-	struct row *rows;
-
-	parse_args(argc, argv, &o);
-	/* A kernel pipe whose reader failed must give the writer EPIPE, not
-	 * kill the benchmark before it can say what went wrong. */
-	signal(SIGPIPE, SIG_IGN);
-
-	memset(&env, 0, sizeof(env));
-	probe_cpus(&env);
-	probe_clock(&env);
-	probe_kernel_pipe(o.capacity, &env);
-	probe_uring(o.capacity, &env);
-	/* The table carries the note; a JSON consumer may not read notes. */
-	if (env.kpipe_note[0] && o.json)
-		fprintf(stderr, "uringpipe-bench: %s\n", env.kpipe_note);
-
-	rows = calloc(o.nsizes, sizeof(*rows));
-	if (!rows)
-		die("out of memory");
-
-	for (unsigned s = 0; s < o.nsizes; s++) {
+	for (unsigned s = 0; s < o->nsizes; s++) {
 		struct row *rw = &rows[s];
-		uint64_t size = o.sizes[s];
+		uint64_t size = o->sizes[s];
 		struct run_out r;
 
 		rw->size = size;
-		for (int t = 0; t < T_COUNT; t++) {
+		for (int t = 0; t < T_COUNT && verify; t++) {
 			uint64_t vb = VERIFY_BYTES > size ? VERIFY_BYTES : size;
-			if (run_once(&o, &env, (enum transport)t, size, vb, 1, 1, true, false, &r) < 0)
+			if (run_once(o, env, (enum transport)t, size, vb, 1, 1, true, false, &r) < 0)
 				die("verification of %s with %" PRIu64 "-byte writes failed",
 				    tname[t], size);
 			rw->verified[t] = vb;
 		}
 		for (int t = 0; t < T_COUNT; t++)
-			rw->bytes[t] = o.bytes ? o.bytes : calibrate(&o, &env, (enum transport)t, size);
-		for (unsigned i = 0; i < o.repeat; i++) {
+			rw->bytes[t] = o->bytes ? o->bytes : calibrate(o, env, (enum transport)t, size);
+		for (unsigned i = 0; i < o->repeat; i++) {
 			for (int t = 0; t < T_COUNT; t++) {
-				if (run_once(&o, &env, (enum transport)t, size, rw->bytes[t], o.writers,
-					     o.readers, false, true, &r) < 0)
+				if (run_once(o, env, (enum transport)t, size, rw->bytes[t], o->writers,
+					     o->readers, false, true, &r) < 0)
 					exit(1);
 				rw->secs[t][i] = r.secs;
 				rw->mbps[t][i] = r.secs > 0 ? (double)r.bytes / r.secs / 1e6 : 0.0;
@@ -1324,12 +1478,99 @@ int main(int argc, char **argv)
 			}
 		}
 	}
+}
+
+static void write_report(const struct opts *o, const struct env *env, const struct config *cf,
+			 unsigned ncf)
+{
+	struct cat_report_series *ser = calloc(ncf, sizeof(*ser));
+	struct cat_report_point *pts = calloc((size_t)ncf * o->nsizes, sizeof(*pts));
+	char sub[256], cb[32];
+	int r;
+
+	if (!ser || !pts)
+		die("out of memory");
+	for (unsigned c = 0; c < ncf; c++) {
+		ser[c].writers = cf[c].writers;
+		ser[c].readers = cf[c].readers;
+		ser[c].pts = pts + (size_t)c * o->nsizes;
+		ser[c].npts = o->nsizes;
+		for (unsigned s = 0; s < o->nsizes; s++) {
+			struct cat_report_point *p = &pts[(size_t)c * o->nsizes + s];
+			p->size = cf[c].rows[s].size;
+			for (int t = 0; t < T_COUNT; t++)
+				p->mbps[t] = median(cf[c].rows[s].mbps[t], o->repeat);
+		}
+	}
+	snprintf(sub, sizeof(sub), "capacity %s, backend %s, uringpipe %s, median of %u run%s%s",
+		 bytes_label(o->capacity, cb, sizeof(cb)), env->backend, UP_VERSION_STRING,
+		 o->repeat, o->repeat == 1 ? "" : "s",
+		 o->pressure ? ", under memory pressure (stress-ng --vm)" : "");
+	r = cat_write_report(o->report, "uringpipe vs kernel pipe: throughput by write size", sub,
+			     ser, ncf);
+	if (r < 0)
+		die("--report %s: %s", o->report, strerror(-r));
+	free(pts);
+	free(ser);
+}
+
+int cat_bench_main(int argc, char **argv)
+{
+	struct opts o;
+	struct env env;
+	struct config cf[9];
+	unsigned ncf = 0;
+
+	parse_args(argc, argv, &o);
+	/* A kernel pipe whose reader failed must give the writer EPIPE, not
+	 * kill the benchmark before it can say what went wrong. */
+	signal(SIGPIPE, SIG_IGN);
+
+	memset(&env, 0, sizeof(env));
+	probe_cpus(&env);
+	probe_clock(&env);
+	probe_kernel_pipe(o.capacity, &env);
+	probe_uring(o.capacity, &env);
+	/* The table carries the note; a JSON consumer may not read notes. */
+	if (env.kpipe_note[0] && o.json)
+		fprintf(stderr, "uringpipe-cat --bench: %s\n", env.kpipe_note);
+	if (o.pressure)
+		pressure_start();
+
+	if (o.sweep) {
+		for (unsigned i = 0; i < 3; i++)
+			for (unsigned j = 0; j < 3; j++)
+				cf[ncf++] = (struct config){sweep_w[i], sweep_r[j], NULL};
+	} else {
+		cf[ncf++] = (struct config){o.writers, o.readers, NULL};
+	}
+	if (!o.json)
+		print_header(&o, &env);
+	for (unsigned c = 0; c < ncf; c++) {
+		struct opts oc = o;
+
+		oc.writers = cf[c].writers;
+		oc.readers = cf[c].readers;
+		cf[c].rows = calloc(o.nsizes, sizeof(*cf[c].rows));
+		if (!cf[c].rows)
+			die("out of memory");
+		run_config(&oc, &env, cf[c].rows, c == 0);
+		/* Print as we go: a sweep takes minutes. */
+		if (!o.json) {
+			print_table(&oc, &env, &cf[c]);
+			fflush(stdout);
+		}
+	}
+	pressure_stop();
 
 	if (o.json)
-		print_json(&o, &env, rows);
+		print_json(&o, &env, cf, ncf);
 	else
-		print_table(&o, &env, rows);
-	free(rows);
+		print_footer(&o);
+	if (o.report)
+		write_report(&o, &env, cf, ncf);
+	for (unsigned c = 0; c < ncf; c++)
+		free(cf[c].rows);
 	if (fflush(stdout) != 0 || ferror(stdout))
 		die("writing the report failed");
 	return 0;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # uringpipe quick start: install what is missing (Debian 12, as root), build,
-# then run the comparison with kernel pipes (`bench`) or the test suite (`test`).
+# then run the comparison with kernel pipes (`bench`: uringpipe-cat --bench) or
+# the test suite (`test`).
 #
 #   bash tools/quickstart.sh bench [bench options...]
 #   bash tools/quickstart.sh test  [ctest options...]
@@ -14,8 +15,10 @@ build=${BUILD_DIR:-build}
 what=${1:-}
 shift || true
 
+# python3: the CLI tests parse the --bench JSON and the HTML/SVG report with it
+# (they fall back to a minimal shell check without it).
 packages=(build-essential cmake pkg-config liburing-dev libnuma-dev libjemalloc-dev
-          strace numactl)
+          strace numactl python3)
 
 install_deps() {
 	local missing=()
@@ -43,7 +46,7 @@ case "$what" in
 bench)
 	install_deps
 	configure_and_build
-	exec "$build"/tools/uringpipe-bench "$@"
+	exec "$build"/tools/uringpipe-cat --bench "$@"
 	;;
 test)
 	install_deps

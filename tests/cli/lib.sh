@@ -1,0 +1,83 @@
+# shellcheck shell=bash
+# Helpers for the uringpipe-cat CLI tests. Source it, then call cli_init "$@".
+# Exit codes follow STYLE.md: 0 pass, 1 fail, 77 skip.
+set -u
+
+CAT=
+T=
+failures=0
+
+cli_init() {
+	CAT=${1:?usage: $0 /path/to/uringpipe-cat}
+	[ -x "$CAT" ] || { echo "not executable: $CAT" >&2; exit 1; }
+	T=$(mktemp -d "${TMPDIR:-/tmp}/upcat-test.XXXXXX")
+	trap 'rm -rf "$T"' EXIT
+}
+
+fail() {
+	echo "FAIL: $*" >&2
+	failures=$((failures + 1))
+}
+
+ok() {
+	echo "ok: $*"
+}
+
+# expect_eq WHAT GOT WANT
+expect_eq() {
+	if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi
+}
+
+# expect_grep WHAT PATTERN FILE
+expect_grep() {
+	if grep -q -- "$2" "$3"; then ok "$1"; else
+		fail "$1: '$2' not in $3:"; sed 's/^/    /' "$3" >&2
+	fi
+}
+
+# same_file WHAT EXPECTED GOT: byte-identical (cmp), else the first difference.
+same_file() {
+	if cmp -s "$2" "$3"; then ok "$1"; else
+		fail "$1: output differs: $(cmp "$2" "$3" 2>&1 | head -1)"
+	fi
+}
+
+have_python() { command -v python3 >/dev/null 2>&1; }
+
+# json_valid FILE: python3 if present; else a minimal structural check (one
+# top-level object, balanced braces/brackets outside strings) so CI images
+# without python3 still catch truncated or garbled output.
+json_valid() {
+	if have_python; then
+		python3 -m json.tool "$1" >/dev/null
+		return
+	fi
+	awk 'BEGIN { d = 0; s = 0; e = 0; bad = 0 }
+	{ n = length($0); for (i = 1; i <= n; i++) { c = substr($0, i, 1)
+		if (s) { if (e) e = 0; else if (c == "\\") e = 1; else if (c == "\"") s = 0; continue }
+		if (c == "\"") s = 1
+		else if (c == "{" || c == "[") d++
+		else if (c == "}" || c == "]") { d--; if (d < 0) bad = 1 }
+	} }
+	END { exit (bad || d != 0 || s) ? 1 : 0 }' "$1" && head -c 1 "$1" | grep -q '{'
+}
+
+# xml_valid FILE: well-formed XML (python3 xml.etree, else xmllint), 77 if neither.
+xml_valid() {
+	if have_python; then
+		python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$1"
+	elif command -v xmllint >/dev/null 2>&1; then
+		xmllint --noout "$1"
+	else
+		return 77
+	fi
+}
+
+cli_done() {
+	if [ "$failures" -ne 0 ]; then
+		echo "$failures check(s) failed" >&2
+		exit 1
+	fi
+	echo "all checks passed"
+	exit 0
+}

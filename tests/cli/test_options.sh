@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Option parsing: every size suffix (checked through the --json summary's
+# expected_size, which is -s exactly as parsed), bad sizes, unknown options,
+# missing arguments: a message naming the problem and exit 2.
+# usage: test_options.sh /path/to/uringpipe-cat
+# shellcheck source=tests/cli/lib.sh disable=SC1091
+. "$(dirname "$0")/lib.sh"
+cli_init "$@"
+
+: >"$T/empty"
+check_size() { # ARG WANT
+	"$CAT" -q --json -s "$1" "$T/empty" 2>"$T/err" >/dev/null
+	expect_eq "-s $1: exit" "$?" 0
+	expect_grep "-s $1 = $2" "\"expected_size\":$2," "$T/err"
+}
+check_size 0 0
+check_size 123 123
+check_size 5B 5
+check_size 1K 1024
+check_size 1k 1024
+check_size 1KiB 1024
+check_size 1KB 1000
+check_size 2M 2097152
+check_size 2m 2097152
+check_size 2MiB 2097152
+check_size 2MB 2000000
+check_size 3G 3221225472
+check_size 3GiB 3221225472
+check_size 3GB 3000000000
+check_size 1T 1099511627776
+check_size 1TiB 1099511627776
+check_size 1TB 1000000000000
+check_size 16777215T 18446742974197923840
+
+bad() { # WHAT MESSAGE-PATTERN ARGS...
+	local what=$1 pat=$2
+	shift 2
+	"$CAT" "$@" </dev/null >"$T/out" 2>"$T/err"
+	expect_eq "$what: exit 2" "$?" 2
+	expect_grep "$what: message" "$pat" "$T/err"
+	if [ -s "$T/out" ]; then fail "$what: wrote to stdout"; fi
+}
+for s in '' abc 1X -1 +1 ' 1' 1.5K 1kb 1Kb 1KiBB 1iB K 0x10 '1 K'; do
+	bad "-s '$s'" "is not a size" -s "$s"
+done
+bad "-s overflow" "too large" -s 99999999999999999999
+bad "-s 16777216T" "too large" -s 16777216T
+bad "-B too small" "out of range" -B 4K
+bad "-B too large" "out of range" -B 2G
+bad "-B bad" "is not a size" -B lots
+bad "--buffer=bad" "is not a size" --buffer=1Q
+bad "--page-size not 2^n" "not a power of two" --page-size 12K
+bad "--page-size range" "out of range" --page-size 2M
+bad "-B below two pages" "at least two pages" -B 64K --page-size 64K
+bad "--node bad" "not a NUMA node" --node x
+bad "--node impossible" "cannot create the pipe" --node 4000
+bad "unknown long option" "unrecognized option '--frobnicate'" --frobnicate
+bad "unknown short option" "invalid option -- 'x'" -x
+bad "missing argument" "needs an argument" -B
+bad "missing argument (long)" "needs an argument" --size
+bad "bench: unknown option" "unknown option" --bench --frobnicate
+bad "bench: bad size" "not a size" --bench --sizes 4Q
+bad "bench: empty size item" "empty item" --bench --sizes 4K,,1M
+
+"$CAT" --help >"$T/out" 2>&1
+expect_eq "--help exit" "$?" 0
+expect_grep "--help documents exit status" "Exit status" "$T/out"
+expect_grep "--help documents SIGPIPE" "141" "$T/out"
+"$CAT" --version >"$T/out" 2>&1
+expect_eq "--version exit" "$?" 0
+expect_grep "--version names the wake backend" "^wake backend: \(io_uring\|io_uring-sqpoll\|futex\)$" "$T/out"
+UP_FORCE_FUTEX=1 "$CAT" --version >"$T/out" 2>&1
+expect_grep "--version with UP_FORCE_FUTEX=1" "^wake backend: futex$" "$T/out"
+"$CAT" --bench --help >"$T/out" 2>&1
+expect_eq "--bench --help exit" "$?" 0
+expect_grep "--bench --help lists --sweep" "--sweep" "$T/out"
+
+# A file named like an option after "--" is a file.
+printf 'x' >"$T/--json"
+(cd "$T" && "$CAT" -q -- --json) >"$T/out"
+expect_eq "-- ends the options" "$(cat "$T/out")" x
+
+# Progress: -p on a non-terminal prints a summary line; -q wins.
+head -c 100000 /dev/zero >"$T/z"
+"$CAT" -p "$T/z" 2>"$T/err" >/dev/null
+expect_grep "-p prints progress" "100%" "$T/err"
+"$CAT" -p -q "$T/z" 2>"$T/err" >/dev/null
+expect_eq "-q silences -p" "$(wc -c <"$T/err")" 0
+"$CAT" --json "$T/z" 2>"$T/err" >/dev/null
+json_valid "$T/err"
+expect_eq "--json summary is valid JSON" "$?" 0
+
+cli_done

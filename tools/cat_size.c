@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cat_size.c - sizes for humans, in and out.
+ *
+ * Suffixes: K M G T (and KiB MiB GiB TiB) are binary, as in pv, dd and the
+ * old uringpipe-bench; KB MB GB TB are decimal, as in dd's "kB"/"MB". A bare
+ * "B" after the digits is allowed ("100B"). Case is ignored for the letter
+ * (pv accepts "4k") but "Kb"/"kb" is refused: a lower-case b means bits to
+ * many readers, and guessing is worse than an error.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cat.h"
+
+int cat_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	uint64_t mul = 1;
+	char *end;
+
+	/* strtoull would take " 12", "+12" and "-12" (wrapping the last). */
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	switch (*end) {
+	case 'k': case 'K': mul = KiB; break;
+	case 'm': case 'M': mul = MiB; break;
+	case 'g': case 'G': mul = GiB; break;
+	case 't': case 'T': mul = TiB; break;
+	case 'B': end++; break;
+	default: break;
+	}
+	if (mul > 1) {
+		end++;
+		if (end[0] == 'i' && end[1] == 'B')
+			end += 2;
+		else if (end[0] == 'B') {
+			/* KB = 1000: the decimal family. */
+			mul = mul == KiB ? 1000u : mul == MiB ? 1000000u :
+			      mul == GiB ? 1000000000u : 1000000000000u;
+			end++;
+		}
+	}
+	if (*end != '\0')
+		return -EINVAL;
+	if ((uint64_t)v > UINT64_MAX / mul)
+		return -ERANGE;
+	*out = (uint64_t)v * mul;
+	return 0;
+}
+
+int cat_parse_uint(const char *s, uint64_t *out, int base)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, base);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (*end != '\0')
+		return -EINVAL;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+const char *cat_size_label(uint64_t v, char *b, size_t bl)
+{
+	if (v >= TiB && v % TiB == 0)
+		snprintf(b, bl, "%" PRIu64 "T", v / TiB);
+	else if (v >= GiB && v % GiB == 0)
+		snprintf(b, bl, "%" PRIu64 "G", v / GiB);
+	else if (v >= MiB && v % MiB == 0)
+		snprintf(b, bl, "%" PRIu64 "M", v / MiB);
+	else if (v >= KiB && v % KiB == 0)
+		snprintf(b, bl, "%" PRIu64 "K", v / KiB);
+	else
+		snprintf(b, bl, "%" PRIu64, v);
+	return b;
+}
+
+const char *cat_bytes_label(uint64_t v, char *b, size_t bl)
+{
+	if (v >= GiB && v % GiB == 0)
+		snprintf(b, bl, "%" PRIu64 " GiB", v / GiB);
+	else if (v >= MiB && v % MiB == 0)
+		snprintf(b, bl, "%" PRIu64 " MiB", v / MiB);
+	else if (v >= KiB && v % KiB == 0)
+		snprintf(b, bl, "%" PRIu64 " KiB", v / KiB);
+	else
+		snprintf(b, bl, "%" PRIu64 " B", v);
+	return b;
+}
+
+const char *cat_human(double v, char *b, size_t bl)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	unsigned u = 0;
+
+	while (v >= 1024.0 && u + 1 < sizeof(unit) / sizeof(unit[0])) {
+		v /= 1024.0;
+		u++;
+	}
+	if (u == 0)
+		snprintf(b, bl, "%.0f %s", v, unit[u]);
+	else
+		snprintf(b, bl, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, unit[u]);
+	return b;
+}

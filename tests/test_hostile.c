@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_hostile.c - a hostile peer scribbling on the shared segment while an
+ * honest writer and reader stream through it.
+ *
+ * Three processes per round:
+ *   honest  - attaches, runs a writer thread and a reader thread on
+ *             UP_NONBLOCK ends (so no call may legitimately block) until
+ *             its deadline, then closes both ends and exits 0;
+ *   hostile - attaches and, for the round's duration, writes random values
+ *             into the words the protocol trusts least: head, the readers'
+ *             position, slot page/len, pool entries and counters, lock
+ *             words, reader/writer counts, wait lines, endpoint entries;
+ *   parent  - waits for both with a deadline.
+ * The honest process must exit normally (any mix of data, -EPROTO, -EPIPE,
+ * -EAGAIN and end of stream is fine): dying by a signal is a crash, missing
+ * the deadline is a hang (an endless loop or a call that never returns).
+ * Under ASan (CI), a read or write outside the segment is reported too.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "up_int.h"
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+struct honest_arg {
+	struct up_end *e;
+	uint64_t deadline;
+	uint64_t bytes;
+	int last_err;
+};
+
+static void *honest_writer(void *arg)
+{
+	struct honest_arg *a = arg;
+	static char buf[8192];
+
+	memset(buf, 0x5a, sizeof(buf));
+	while (now_ms() < a->deadline) {
+		ssize_t n = up_write(a->e, buf, 1 + (size_t)(now_ms() % sizeof(buf)));
+
+		if (n > 0)
+			a->bytes += (uint64_t)n;
+		else if (n != -EAGAIN)
+			a->last_err = (int)n;
+		if (n == -EPROTO || n == -EPIPE)
+			break;
+	}
+	return NULL;
+}
+
+static void *honest_reader(void *arg)
+{
+	struct honest_arg *a = arg;
+	static char buf[16384];
+
+	while (now_ms() < a->deadline) {
+		struct iovec iov[4];
+		int cnt = 4;
+		ssize_t n;
+
+		if (a->bytes % 3 == 0) {
+			n = up_peek(a->e, iov, &cnt);
+			if (n > 0) {
+				/* Touch every span: a bad one would fault. */
+				volatile char sink = 0;
+				int i;
+
+				for (i = 0; i < cnt; i++)
+					sink ^= ((char *)iov[i].iov_base)[iov[i].iov_len - 1];
+				(void)sink;
+				n = up_consume(a->e, (size_t)n) == 0 ? n : -EPROTO;
+			}
+		} else {
+			n = up_read(a->e, buf, sizeof(buf));
+		}
+		if (n > 0)
+			a->bytes += (uint64_t)n;
+		else if (n != -EAGAIN)
+			a->last_err = (int)n;
+		if (n == 0 || n == -EPROTO)
+			break;
+	}
+	return NULL;
+}
+
+static int honest_main(int fd, unsigned ms)
+{
+	struct honest_arg w = { 0 }, r = { 0 };
+	struct up_pipe *p;
+	pthread_t tw, tr;
+	int rc;
+
+	rc = up_pipe_attach(fd, &p);
+	if (rc < 0)
+		return rc == -EPROTO ? 0 : 10;
+	if (up_open(p, UP_WR | UP_NONBLOCK, &w.e) < 0 || up_open(p, UP_RD | UP_NONBLOCK, &r.e) < 0)
+		return 0; /* the table may already be garbage: fine */
+	w.deadline = r.deadline = now_ms() + ms;
+	pthread_create(&tw, NULL, honest_writer, &w);
+	pthread_create(&tr, NULL, honest_reader, &r);
+	pthread_join(tw, NULL);
+	pthread_join(tr, NULL);
+	up_close(w.e);
+	up_close(r.e);
+	up_pipe_release(p);
+	printf("#   honest: wrote %llu read %llu (last errors %d/%d)\n",
+	       (unsigned long long)w.bytes, (unsigned long long)r.bytes, w.last_err,
+	       r.last_err);
+	return 0;
+}
+
+static int hostile_main(int fd, unsigned ms, uint64_t seed)
+{
+	struct up_pipe *p;
+	uint64_t end = now_ms() + ms, s = seed | 1;
+	unsigned long scribbles = 0;
+
+	if (up_pipe_attach(fd, &p) < 0)
+		return 0;
+	while (now_ms() < end) {
+		uint64_t x = rng_next(&s);
+		uint32_t v;
+
+		/* Mostly small numbers near the truth, sometimes anything. */
+		switch (x % 4) {
+		case 0: v = (uint32_t)(x >> 32); break;
+		case 1: v = (uint32_t)((x >> 32) % (2 * p->g.slot_count)); break;
+		case 2: v = (uint32_t)((x >> 32) % 8); break;
+		default: v = 0; break;
+		}
+		switch ((x >> 8) % 12) {
+		case 0: atomic_store(&p->ln->prod.head, atomic_load(&p->ln->prod.head) + (v % 3)); break;
+		case 1: atomic_store(&p->ln->cons.pos, up__pos(v, (uint32_t)(x >> 16) % 9000)); break;
+		case 2: atomic_store(&p->slots[(x >> 20) & p->g.slot_mask].page, v); break;
+		case 3: atomic_store(&p->slots[(x >> 20) & p->g.slot_mask].len, v); break;
+		case 4: atomic_store(&p->pool[(x >> 20) & p->g.slot_mask], v); break;
+		case 5: atomic_store(&p->ln->pget.get, atomic_load(&p->ln->pget.get) + v % 5); break;
+		case 6: atomic_store(&p->ln->pput.put, v); break;
+		case 7: atomic_store((x & 1) ? &p->ln->wlock.word : &p->ln->rlock.word, v); break;
+		case 8: atomic_store((x & 1) ? &p->ln->state.readers : &p->ln->state.writers, v % 4); break;
+		case 9: atomic_store(&p->ln->rd_wait.nwait, v); atomic_fetch_add(&p->ln->rd_wait.seq, 1); break;
+		case 10: atomic_store(&p->ends[(x >> 20) % p->g.max_ends].state, v); break;
+		default: atomic_store(&p->ends[(x >> 20) % p->g.max_ends].pid, (int32_t)v); break;
+		}
+		scribbles++;
+		/* Pace the attack (load shaping, not synchronisation): a
+		 * scribble every few tens of microseconds lets the honest pair
+		 * stream between corruptions instead of breaking at once. */
+		{
+			struct timespec d = { 0, (long)(10000 + (x >> 40) % 90000) };
+
+			nanosleep(&d, NULL);
+		}
+	}
+	printf("#   hostile: %lu scribbles\n", scribbles);
+	up_pipe_release(p);
+	return 0;
+}
+
+/* Wait for @pid until @deadline_ms; returns its status or -1 on timeout. */
+static int wait_deadline(pid_t pid, uint64_t deadline_ms)
+{
+	int status;
+
+	while (now_ms() < deadline_ms) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			return status;
+		CHECK(r == 0);
+		usleep(2000); /* polling a child with a deadline */
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return -1;
+}
+
+static int round_once(uint64_t seed, unsigned ms)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+	pid_t honest, hostile;
+	int st_h, st_x;
+
+	up_config_init(&cfg);
+	cfg.capacity = 64 * 1024;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	fflush(stdout);
+	honest = fork();
+	CHECK(honest >= 0);
+	if (honest == 0)
+		{ int rc_ = honest_main(up_pipe_fd(p), ms); fflush(stdout); _exit(rc_); }
+	hostile = fork();
+	CHECK(hostile >= 0);
+	if (hostile == 0)
+		{ int rc_ = hostile_main(up_pipe_fd(p), ms, seed); fflush(stdout); _exit(rc_); }
+	st_x = wait_deadline(hostile, now_ms() + ms + 10000);
+	st_h = wait_deadline(honest, now_ms() + ms + 10000);
+	up_pipe_release(p);
+	if (st_x == -1 || !WIFEXITED(st_x)) {
+		fprintf(stderr, "hostile process did not finish cleanly (seed %llu)\n",
+			(unsigned long long)seed);
+		return 1;
+	}
+	if (st_h == -1) {
+		fprintf(stderr, "HANG: honest process missed its deadline (seed %llu)\n",
+			(unsigned long long)seed);
+		return 1;
+	}
+	if (WIFSIGNALED(st_h)) {
+		fprintf(stderr, "CRASH: honest process died of signal %d (seed %llu)\n",
+			WTERMSIG(st_h), (unsigned long long)seed);
+		return 1;
+	}
+	if (WEXITSTATUS(st_h) != 0) {
+		fprintf(stderr, "honest process exited %d (seed %llu)\n", WEXITSTATUS(st_h),
+			(unsigned long long)seed);
+		return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t seed = (uint64_t)time(NULL);
+	unsigned rounds = 20, ms = 150, i;
+	int fails = 0;
+
+	for (i = 1; (int)i < argc; i++) {
+		if (!strcmp(argv[i], "--seed") && (int)i + 1 < argc)
+			seed = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--rounds") && (int)i + 1 < argc)
+			rounds = (unsigned)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--ms") && (int)i + 1 < argc)
+			ms = (unsigned)atoi(argv[++i]);
+	}
+	printf("seed=%llu\n", (unsigned long long)seed);
+	harness_watchdog(rounds * (ms / 1000 + 25) + 30);
+	for (i = 0; i < rounds; i++) {
+		printf("# round %u seed %llu\n", i, (unsigned long long)(seed + i));
+		fails += round_once(seed + i, ms);
+	}
+	if (fails) {
+		fprintf(stderr, "%d of %u rounds failed; replay one: --seed S --rounds 1\n",
+			fails, rounds);
+		return 1;
+	}
+	printf("ok hostile_peer (%u rounds)\n", rounds);
+	return 0;
+}

@@ -60,7 +60,7 @@ uint32_t up__pool_free(struct up_pipe *p)
  * (0 when the pool is empty), or -EPROTO when the shared counters or an
  * entry are out of range. Any thread; several writers may race (CAS).
  */
-int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want)
+int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t tag)
 {
 	uint32_t get, put, n, i, stale = 0;
 
@@ -106,10 +106,57 @@ int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want)
 							  memory_order_relaxed))
 			break;
 	}
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		if (pages[i] >= p->g.page_count)
 			return -EPROTO;
+		/* Relaxed: read only by a sweep after this end is gone. */
+		atomic_store_explicit(&p->owner[pages[i]], tag, memory_order_relaxed);
+	}
 	return (int)n;
+}
+
+void up__pages_untag(struct up_pipe *p, const uint32_t *pages, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		atomic_store_explicit(&p->owner[pages[i]], 0, memory_order_relaxed);
+}
+
+/*
+ * Pages whose tag names an endpoint that no longer exists (its entry is
+ * free, or has a newer generation): taken by a process that died before it
+ * published or returned them. At most @max are listed. Only endpoints tag;
+ * a live one's tag matches its entry, and it clears its tags before it
+ * publishes or returns a page, so an orphan is in no slot and not in the
+ * pool: giving it back cannot make a page be used twice.
+ */
+uint32_t up__pages_owned_by(struct up_pipe *p, uint32_t tag, uint32_t *pages, uint32_t max)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < p->g.page_count && n < max; i++) {
+		uint32_t t = atomic_load_explicit(&p->owner[i], memory_order_relaxed);
+		uint32_t idx, st;
+
+		if (t == 0)
+			continue;
+		if (tag != 0) {
+			if (t == tag)
+				pages[n++] = i;
+			continue;
+		}
+		idx = (t & UP_END_ROLE_MASK) - 1;
+		if (idx >= p->g.max_ends) {
+			pages[n++] = i; /* names no endpoint at all */
+			continue;
+		}
+		st = atomic_load_explicit(&p->ends[idx].state, memory_order_acquire);
+		if ((st & UP_END_ROLE_MASK) == UP_END_FREE ||
+		    (st & ~UP_END_ROLE_MASK) != (t & ~UP_END_ROLE_MASK))
+			pages[n++] = i;
+	}
+	return n;
 }
 
 /*
@@ -126,9 +173,11 @@ int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n)
 	 * checked against get here: that would pull the writers' pool line on
 	 * every read; up__pool_take() rejects counters that do not add up. */
 	put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
+		atomic_store_explicit(&p->owner[pages[i]], 0, memory_order_relaxed);
 		atomic_store_explicit(&p->pool[(put + i) & p->g.slot_mask], pages[i],
 				      memory_order_relaxed);
+	}
 	/* R1-pool: publish the entries; pairs with A1-pool in up__pool_take().
 	 * seq_cst, not just release: it is also the "progress" store of the
 	 * writers' sleep handshake (see wake.h), loaded against wr_wait.nwait. */

@@ -26,6 +26,7 @@
  * Entries of this process are never reaped by it (it is alive by
  * definition).
  */
+#include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -36,11 +37,33 @@
 #define SYS_pidfd_open 434
 #endif
 
+/*
+ * Has the process exited? kill(pid, 0) is not enough: it succeeds on a
+ * zombie (killed, not yet waited for by its parent), and a killed peer stays
+ * a zombie for as long as its parent is busy. A pidfd polls readable as
+ * soon as the process has exited, zombie or not.
+ */
 static bool pid_alive(pid_t pid, uint64_t *syscalls)
 {
+	struct pollfd pfd;
+	int fd, r;
+
 	*syscalls += 1;
-	/* EPERM: it exists, we just may not signal it. */
-	return kill(pid, 0) == 0 || errno == EPERM;
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0) {
+		if (errno == ESRCH)
+			return false;
+		/* No pidfds here (old kernel, seccomp): fall back. EPERM:
+		 * it exists, we just may not signal it. */
+		*syscalls += 1;
+		return kill(pid, 0) == 0 || errno == EPERM;
+	}
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	*syscalls += 2;
+	r = poll(&pfd, 1, 0);
+	close(fd);
+	return !(r > 0 && (pfd.revents & (POLLIN | POLLHUP)));
 }
 
 /* Free a dead endpoint's entry and drop its role's count. Returns true if
@@ -75,7 +98,7 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 int up__peers_reap(struct up_end *e)
 {
 	struct up_pipe *p = e->p;
-	const pid_t self = getpid();
+	const pid_t self = e->pid;
 	uint64_t sc = 0;
 	uint32_t i;
 	int reaped = 0;
@@ -114,7 +137,7 @@ bool up__entry_is_dead(struct up_end *e, uint32_t idx)
 	if ((st & UP_END_ROLE_MASK) == UP_END_FREE)
 		return true;
 	pid = atomic_load_explicit(&p->ends[idx].pid, memory_order_relaxed);
-	if (pid <= 0 || pid == getpid())
+	if (pid <= 0 || pid == e->pid)
 		return false;
 	dead = !pid_alive(pid, &sc);
 	up__count(&e->c.syscalls, sc);
@@ -142,18 +165,18 @@ void up__peers_forget(struct up_end *e)
  * whose death should wake us (entries of @role). Rebuilt only when the
  * endpoint table changed since the last time, so a steady pipe pays nothing.
  */
-void up__peers_watch(struct up_end *e, uint32_t role)
+int up__peers_watch(struct up_end *e, uint32_t role)
 {
 	struct up_pipe *p = e->p;
-	const pid_t self = getpid();
+	const pid_t self = e->pid;
 	uint32_t gen = atomic_load_explicit(&p->ln->state.ends_gen, memory_order_acquire);
 	pid_t seen[UP_MAX_PEER_FDS];
 	uint64_t sc = 0;
 	uint32_t i;
-	int n = 0, j;
+	int n = 0, j, gone = 0;
 
 	if (e->peers_gen == gen + 1 && e->peers_role == role)
-		return;
+		return 0;
 	close_pidfds(e);
 	for (i = 0; i < p->g.max_ends && e->npeer < UP_MAX_PEER_FDS; i++) {
 		uint32_t st = atomic_load_explicit(&p->ends[i].state, memory_order_acquire);
@@ -174,9 +197,12 @@ void up__peers_watch(struct up_end *e, uint32_t role)
 		fd = (int)syscall(SYS_pidfd_open, pid, 0);
 		if (fd >= 0)
 			e->peer_pidfds[e->npeer++] = fd;
+		else if (errno == ESRCH)
+			gone = 1; /* already gone: no pidfd will ever fire for it */
 	}
 	up__count(&e->c.syscalls, sc);
 	/* +1 so that 0 means "never built". */
 	e->peers_gen = gen + 1;
 	e->peers_role = role;
+	return gone;
 }

@@ -94,7 +94,7 @@ void up__mark_broken(struct up_pipe *p)
 }
 
 /* Claim an entry of the segment's endpoint table. */
-static int end_slot_claim(struct up_pipe *p, uint32_t role, uint32_t *idx)
+static int end_slot_claim(struct up_pipe *p, uint32_t role, uint32_t *idx, uint32_t *state)
 {
 	uint32_t i;
 
@@ -111,6 +111,7 @@ static int end_slot_claim(struct up_pipe *p, uint32_t role, uint32_t *idx)
 		if (atomic_compare_exchange_strong_explicit(&se->state, &cur, next,
 							    memory_order_acq_rel,
 							    memory_order_relaxed)) {
+			*state = next;
 			atomic_store_explicit(&se->pid, (int32_t)getpid(), memory_order_release);
 			atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1,
 						  memory_order_release);
@@ -135,6 +136,7 @@ static void end_slot_free(struct up_pipe *p, uint32_t idx)
 int up_open(struct up_pipe *p, int flags, struct up_end **out)
 {
 	struct up_end *e;
+	uint32_t st = 0;
 	int dir, r;
 
 	if (!p || !out)
@@ -163,10 +165,12 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		r = -ENOMEM;
 		goto err_free;
 	}
-	r = end_slot_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, &e->idx);
+	r = end_slot_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, &e->idx, &st);
 	if (r < 0)
 		goto err_waker;
 	e->lock_id = e->idx + 1;
+	e->pid = getpid();
+	e->tag = up__owner_tag(st, e->idx);
 
 	atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
 	/* seq_cst: the counts are part of the sleep handshake (EOF/EPIPE). */

@@ -68,6 +68,7 @@ static void set_pointers(struct up_pipe *p)
 	p->ends = (struct up_shm_end *)(p->base + p->g.off.ends);
 	p->slots = (struct up_shm_slot *)(p->base + p->g.off.slots);
 	p->pool = (_Atomic uint32_t *)(p->base + p->g.off.pool);
+	p->owner = (_Atomic uint32_t *)(p->base + p->g.off.owner);
 	p->pages = p->base + p->g.off.pages;
 }
 

@@ -21,6 +21,9 @@
  *   ends[UP_SHM_MAX_ENDS]    struct up_shm_end      who holds an endpoint
  *   slots[slot_count]        struct up_shm_slot     the ring (cf. pipe_buffer)
  *   pool[slot_count]         uint32 page indices    free pages, a ring
+ *   owner[page_count]        uint32 tags            who holds a page taken from
+ *                                                   the pool and not yet
+ *                                                   published (see pagepool.c)
  *   (aligned to 4 KiB)
  *   pages[page_count]        page_size bytes each   data
  *
@@ -186,7 +189,7 @@ static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit shared atomics must be lock-f
 /* The layout as a pure function of the geometry. Returns 0, or -1 when the
  * geometry itself is out of range (callers map that to -EINVAL/-EPROTO). */
 struct up_shm_offsets {
-	uint64_t ends, slots, pool, pages, size;
+	uint64_t ends, slots, pool, owner, pages, size;
 };
 
 static inline int up__shm_offsets(uint32_t page_size, uint32_t page_count,
@@ -214,6 +217,9 @@ static inline int up__shm_offsets(uint32_t page_size, uint32_t page_count,
 	x += (uint64_t)slot_count * sizeof(struct up_shm_slot);
 	o->pool = x;
 	x += (uint64_t)slot_count * sizeof(uint32_t);
+	x = (x + UP_CACHELINE - 1) & ~(uint64_t)(UP_CACHELINE - 1);
+	o->owner = x;
+	x += (uint64_t)page_count * sizeof(uint32_t);
 	x = (x + UP_SHM_PAGE_ALIGN - 1) & ~(uint64_t)(UP_SHM_PAGE_ALIGN - 1);
 	o->pages = x;
 	x += (uint64_t)page_count * page_size;

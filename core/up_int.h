@@ -88,6 +88,7 @@ struct up_pipe {
 	struct up_shm_end *ends;
 	struct up_shm_slot *slots;
 	_Atomic uint32_t *pool;
+	_Atomic uint32_t *owner;
 	unsigned char *pages;
 
 	int numa_node;          /* where the pages are (read back) */
@@ -103,12 +104,16 @@ struct up_pipe {
 #define UP_ARMED_POLL     1 /* up_poll_arm(): our poll ring waits */
 #define UP_ARMED_EXTERNAL 2 /* the caller's own ring waits (uringpipe/uring.h) */
 #define UP_SPIN_INIT_NS  20000u /* first spin budget before sleeping */
+#define UP_SPIN_MIN_NS   10000u
+#define UP_SPIN_MAX_NS   50000u
 
 struct up_end {
 	struct up_pipe *p;
 	int flags;            /* UP_RD/UP_WR | UP_NONBLOCK */
 	uint32_t idx;         /* entry in the segment's endpoint table */
 	uint32_t lock_id;     /* idx + 1: the value this end writes into locks */
+	uint32_t tag;         /* owner tag of pages it holds: gen << 8 | idx + 1 */
+	pid_t pid;            /* this process, cached at open (ends do not survive fork) */
 	struct up__waker *waker;
 	struct up__counters c;
 	uint32_t spin_ns;     /* adaptive spin budget before sleeping */
@@ -139,6 +144,7 @@ struct up_end {
 	uint32_t peers_gen;   /* ends_gen + 1 when built, 0 = never */
 	uint32_t peers_role;
 	uint64_t last_trim_ns; /* reader: when this end last trimmed the pool */
+	uint32_t sweep_gen;    /* ends_gen + 1 at the last orphan sweep */
 
 	struct up_end *next, *prev;
 };
@@ -167,8 +173,14 @@ int up__ring_poll_arm(struct up_end *e);
 void up__ring_disarm(struct up_end *e);
 
 /* pagepool.c: the free-page ring; batch take (writers) and put (readers). */
-int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want);
+int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t tag);
 int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n);
+void up__pages_untag(struct up_pipe *p, const uint32_t *pages, uint32_t n);
+uint32_t up__pages_owned_by(struct up_pipe *p, uint32_t tag, uint32_t *pages, uint32_t max);
+static inline uint32_t up__owner_tag(uint32_t state, uint32_t idx)
+{
+	return (state & ~UP_END_ROLE_MASK) | (idx + 1);
+}
 uint32_t up__pool_free(struct up_pipe *p);
 int up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, uint64_t *syscalls);
 void up__pool_init(struct up_pipe *p);
@@ -176,7 +188,7 @@ void up__pool_init(struct up_pipe *p);
 /* peer.c: dead-peer detection. */
 int up__peers_reap(struct up_end *e);
 bool up__entry_is_dead(struct up_end *e, uint32_t idx);
-void up__peers_watch(struct up_end *e, uint32_t role);
+int up__peers_watch(struct up_end *e, uint32_t role);
 void up__peers_forget(struct up_end *e);
 
 /* numa.c */

@@ -49,6 +49,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include "harness.h"
@@ -189,6 +190,7 @@ static HARNESS_NORETURN void victim_writer(struct up_pipe *inh, uint64_t nrec, b
 	static uint8_t buf[4096];
 	uint64_t seq;
 
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 	harness_watchdog(60);
 	CHECK_OK(up_pipe_attach(up_pipe_fd(inh), &q));
 	CHECK_OK(up_open(q, UP_WR, &w));
@@ -208,6 +210,7 @@ static HARNESS_NORETURN void victim_reader(struct up_pipe *inh, bool stream)
 	struct up_end *r = NULL;
 	static uint8_t buf[65536];
 
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 	harness_watchdog(60);
 	CHECK_OK(up_pipe_attach(up_pipe_fd(inh), &q));
 	CHECK_OK(up_open(q, UP_RD, &r));
@@ -581,6 +584,7 @@ static void mid_reserve(bool require_recovery)
 		int cnt = 16, i;
 		ssize_t n;
 
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 		harness_watchdog(60);
 		CHECK_OK(up_pipe_attach(up_pipe_fd(p), &q));
 		CHECK_OK(up_open(q, UP_WR, &vw));

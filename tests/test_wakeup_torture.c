@@ -38,6 +38,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include "harness.h"
@@ -568,6 +569,8 @@ static void run_case(const struct cfg *c)
 			pids[i] = fork();
 			CHECK_SYS(pids[i]);
 			if (pids[i] == 0) {
+				/* A failed parent must not leave workers behind. */
+				prctl(PR_SET_PDEATHSIG, SIGKILL);
 				harness_watchdog((unsigned)(g_case_seconds + 60));
 				g_pipe = attach(g_pipe);
 				if (g_pipe2)

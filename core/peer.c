@@ -126,15 +126,23 @@ int up__peers_reap(struct up_end *e)
 	return reaped;
 }
 
-bool up__entry_is_dead(struct up_end *e, uint32_t idx)
+/*
+ * Is the endpoint named by a lock word (see up__lock_id()) gone? Yes when
+ * its entry is free, or holds a newer generation (the entry was reaped and
+ * claimed again: the same index, another endpoint), or its process died.
+ */
+bool up__lock_owner_gone(struct up_end *e, uint32_t owner)
 {
 	struct up_pipe *p = e->p;
+	uint32_t idx = (owner & UP_END_ROLE_MASK) - 1;
 	uint32_t st = atomic_load_explicit(&p->ends[idx].state, memory_order_acquire);
 	pid_t pid;
 	uint64_t sc = 0;
 	bool dead;
 
 	if ((st & UP_END_ROLE_MASK) == UP_END_FREE)
+		return true;
+	if (up__lock_id(st, idx) != owner)
 		return true;
 	pid = atomic_load_explicit(&p->ends[idx].pid, memory_order_relaxed);
 	if (pid <= 0 || pid == e->pid)

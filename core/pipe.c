@@ -168,7 +168,7 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 	r = end_slot_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, &e->idx, &st);
 	if (r < 0)
 		goto err_waker;
-	e->lock_id = e->idx + 1;
+	e->lock_id = up__lock_id(st, e->idx);
 	e->pid = getpid();
 	e->tag = up__owner_tag(st, e->idx);
 

@@ -529,7 +529,9 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 				return 0;
 			continue;
 		}
-		if (owner > p->g.max_ends || owner == e->lock_id || is_broken(p))
+		if ((owner & UP_END_ROLE_MASK) == 0 ||
+		    (owner & UP_END_ROLE_MASK) > p->g.max_ends || owner == e->lock_id ||
+		    is_broken(p))
 			return proto_error(p);
 		if (i < UP_LOCK_SPINS) {
 			up__cpu_relax();
@@ -543,7 +545,7 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		}
 		if (nonblock)
 			return -EAGAIN;
-		if (up__entry_is_dead(e, owner - 1)) {
+		if (up__lock_owner_gone(e, owner)) {
 			/* Take it over from the dead; what it published is
 			 * whole (single stores), the rest was never visible. */
 			if (atomic_compare_exchange_strong_explicit(

@@ -111,7 +111,7 @@ struct up_end {
 	struct up_pipe *p;
 	int flags;            /* UP_RD/UP_WR | UP_NONBLOCK */
 	uint32_t idx;         /* entry in the segment's endpoint table */
-	uint32_t lock_id;     /* idx + 1: the value this end writes into locks */
+	uint32_t lock_id;     /* up__lock_id(): the value this end writes into locks */
 	uint32_t tag;         /* owner tag of pages it holds: gen << 8 | idx + 1 */
 	pid_t pid;            /* this process, cached at open (ends do not survive fork) */
 	struct up__waker *waker;
@@ -181,13 +181,22 @@ static inline uint32_t up__owner_tag(uint32_t state, uint32_t idx)
 {
 	return (state & ~UP_END_ROLE_MASK) | (idx + 1);
 }
+
+/* The value an endpoint writes into a lock word: like its owner tag, but the
+ * generation cut to 23 bits so UP_LOCK_WAITERS stays free. The generation
+ * tells a holder that died and whose entry was claimed again (same index)
+ * from the new endpoint in that entry. */
+static inline uint32_t up__lock_id(uint32_t state, uint32_t idx)
+{
+	return (state & ~UP_END_ROLE_MASK & ~UP_LOCK_WAITERS) | (idx + 1);
+}
 uint32_t up__pool_free(struct up_pipe *p);
 int up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, uint64_t *syscalls);
 void up__pool_init(struct up_pipe *p);
 
 /* peer.c: dead-peer detection. */
 int up__peers_reap(struct up_end *e);
-bool up__entry_is_dead(struct up_end *e, uint32_t idx);
+bool up__lock_owner_gone(struct up_end *e, uint32_t owner);
 int up__peers_watch(struct up_end *e, uint32_t role);
 void up__peers_forget(struct up_end *e);
 

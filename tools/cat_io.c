@@ -126,6 +126,8 @@ ssize_t cat_io_readv(struct cat_io *io, int fd, const struct iovec *iov, int cnt
 #ifdef UP_CAT_HAVE_URING
 	if (io->uring)
 		return uring_rw(io, false, fd, iov, cnt);
+#else
+	(void)io;
 #endif
 	for (;;) {
 		ssize_t r = readv(fd, iov, cnt);
@@ -141,6 +143,8 @@ ssize_t cat_io_writev(struct cat_io *io, int fd, const struct iovec *iov, int cn
 #ifdef UP_CAT_HAVE_URING
 	if (io->uring)
 		return uring_rw(io, true, fd, iov, cnt);
+#else
+	(void)io;
 #endif
 	for (;;) {
 		ssize_t r = writev(fd, iov, cnt);

@@ -171,14 +171,14 @@ struct up_shm_lines {
 	struct up_shm_wait     wr_wait; /* writers sleep here */
 };
 
-static_assert(sizeof(struct up_shm_hdr) == 2 * UP_CACHELINE, "header is two lines");
+static_assert(sizeof(struct up_shm_hdr) == (size_t)2 * UP_CACHELINE, "header is two lines");
 static_assert(offsetof(struct up_shm_hdr, checksum) == 88, "checksum offset");
 static_assert(sizeof(struct up_shm_state) == UP_CACHELINE, "line");
 static_assert(offsetof(struct up_shm_lines, prod) % UP_CACHELINE == 0, "prod on its line");
 static_assert(offsetof(struct up_shm_lines, cons) - offsetof(struct up_shm_lines, prod) ==
 	      UP_CACHELINE, "producer and consumer lines apart");
 static_assert(offsetof(struct up_shm_lines, wr_wait) % UP_CACHELINE == 0, "wait line");
-static_assert(sizeof(struct up_shm_lines) == 9 * UP_CACHELINE, "nine lines");
+static_assert(sizeof(struct up_shm_lines) == (size_t)9 * UP_CACHELINE, "nine lines");
 static_assert(sizeof(struct up_shm_slot) == 16, "slot is 16 bytes");
 static_assert(sizeof(struct up_shm_end) == 16, "end is 16 bytes");
 static_assert(ATOMIC_INT_LOCK_FREE == 2, "shared atomics must be lock-free across processes");

@@ -58,7 +58,7 @@ struct up__geom {
 };
 
 #define UP_DEFAULT_TRIM_MS  100u
-#define UP_DEFAULT_MIN_KEEP (64u * 1024u)
+#define UP_DEFAULT_MIN_KEEP ((size_t)64 * 1024)
 
 /* Per-endpoint counters. Written by the endpoint's one thread with relaxed
  * load+store (no RMW: nobody else writes them), read by up_stats from any

@@ -321,7 +321,7 @@ static void cancel_pending(struct uring_waker *uw, uint64_t gen,
 	 * of a futex wait or a poll completes at once, so hitting the bound
 	 * means the ring is broken, not slow. */
 	const struct __kernel_timespec ts = { .tv_sec = 0,
-					      .tv_nsec = 100 * 1000 * 1000 };
+					      .tv_nsec = 100000000LL };
 	struct io_uring_sqe *sqe = sqe_get(uw, syscalls);
 	int idle = 0;
 
@@ -537,7 +537,7 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word,
 static void drain_wakes(struct uring_waker *uw)
 {
 	const struct __kernel_timespec ts = { .tv_sec = 0,
-					      .tv_nsec = 100 * 1000 * 1000 };
+					      .tv_nsec = 100000000LL };
 	struct io_uring_sqe *sqe;
 	uint64_t calls = 0;
 	unsigned inflight = 1;

@@ -537,14 +537,16 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 			up__cpu_relax();
 			continue;
 		}
-		if (i < UP_LOCK_SPINS + UP_LOCK_YIELDS) {
-			/* The holder may be preempted on our core: let it run. */
+		if (i < UP_LOCK_SPINS + UP_LOCK_YIELDS && !nonblock) {
+			/* The holder may be preempted on our core: let it run.
+			 * (A non-blocking caller gives up instead: -EAGAIN.) */
 			sched_yield();
 			up__count(&e->c.syscalls, 1);
 			continue;
 		}
-		if (nonblock)
-			return -EAGAIN;
+		/* Before giving up (non-blocking) or sleeping: a holder that
+		 * died would otherwise keep a non-blocking end at -EAGAIN for
+		 * ever (found by the fuzzing pass). */
 		if (up__lock_owner_gone(e, owner)) {
 			/* Take it over from the dead; what it published is
 			 * whole (single stores), the rest was never visible. */
@@ -554,6 +556,8 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 				return 0;
 			continue;
 		}
+		if (nonblock)
+			return -EAGAIN;
 		/* Sleep on the lock word itself, as a futex mutex does. */
 		if (!(cur & UP_LOCK_WAITERS) &&
 		    !atomic_compare_exchange_weak_explicit(lk, &cur, cur | UP_LOCK_WAITERS,
@@ -1269,8 +1273,11 @@ void up__ring_end_closing(struct up_end *e)
 	}
 	if (e->ncache && !is_broken(p)) {
 		/* Pages taken but never published go back to the pool; put is
-		 * serialised by the readers' lock. */
-		if (lock_take(e, &p->ln->rlock.word, false) == 0) {
+		 * serialised by the readers' lock. Never block on it in close:
+		 * if it stays busy (a live peer sitting on it, or a forged
+		 * holder), the pages stay tagged and a later sweep returns
+		 * them once this end is gone. */
+		if (lock_take(e, &p->ln->rlock.word, true) == 0) {
 			if (up__pool_put(p, e->cache, e->ncache) < 0)
 				up__mark_broken(p);
 			lock_drop(e, &p->ln->rlock.word);

@@ -15,10 +15,11 @@ build=${BUILD_DIR:-build}
 what=${1:-}
 shift || true
 
+# spin: the model check of the sleep/wake and publish protocols (tests/model).
 # python3: the CLI tests parse the --bench JSON and the HTML/SVG report with it
 # (they fall back to a minimal shell check without it).
 packages=(build-essential cmake pkg-config liburing-dev libnuma-dev libjemalloc-dev
-          strace numactl python3)
+          strace numactl python3 spin)
 
 install_deps() {
 	local missing=()

@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wake.pml - the sleep/wake handshake of core/wake.h, as core/ring.c runs it
+ * on the readers' line (rd_wait): readers sleep in wait_ready(), writers
+ * wake them in wake_line() after publishing (publish()/try_merge()) and
+ * after the last close (up_close(): writers -= 1, then wake).
+ *
+ *   spin -a wake.pml            the code as it is: all handshake accesses
+ *                               seq_cst, modelled as sequentially consistent
+ *   spin -DBROKEN -a wake.pml   the progress store may become visible after
+ *                               the waker's load of nwait (store buffering:
+ *                               what a release store, or a missing fence,
+ *                               allows on x86-TSO and on arm64)
+ *
+ * Checked (pan -DSAFETY): no invalid end state, i.e. the run never stops
+ * with a reader blocked in futex_wait; the readers leave only at end of
+ * stream, so every final state has had all data read and EOF seen; and the
+ * assertions below (EOF is reported only after every byte was consumed).
+ * A reader stuck in futex_wait while the stream has ended is exactly the
+ * lost wakeup. Note that the library also bounds every sleep by a 50 ms
+ * slice (UP_WAIT_SLICE_NS): a lost wakeup there costs latency, not a hang.
+ * The model has no timeouts on purpose: the handshake must be right by
+ * itself. Spurious futex returns are allowed, at most MAXSPUR per reader
+ * (an unbounded number would always offer a way out of a lost wakeup and
+ * hide it from the end-state check).
+ *
+ * Bounds: NR readers (2), NW writers (1 or 2), ITEMS publications each.
+ * Progress is a count per writer (a writer publishes only its own; the
+ * writers' lock serialises them in the library, which is immaterial here).
+ * A reader "reads" by taking one published item (consumed += 1) under the
+ * readers' lock, which is one atomic step here.
+ *
+ * Simplification: ready() (rd_ready) is evaluated in one step. In ring.c it
+ * is a few seq_cst loads of monotone words (pos, head, len, writers); the
+ * handshake argument only needs that it runs after the sleeper's nwait
+ * increment, which both versions respect.
+ */
+
+#ifndef NR
+#define NR 2
+#endif
+#ifndef NW
+#define NW 2
+#endif
+#ifndef ITEMS
+#define ITEMS 2
+#endif
+#ifndef MAXSPUR
+#define MAXSPUR 1
+#endif
+/* Deliberate bugs, to show that the check has teeth (run_model.sh expects
+ * each to fail): 1 = the sleeper clears pending before it reads seq;
+ * 2 = it never clears pending; 3 = it re-checks before announcing itself. */
+#ifndef MUTANT
+#define MUTANT 0
+#endif
+
+/* rd_wait line */
+byte seq;          /* the futex word (wraps harmlessly: byte arithmetic) */
+byte nwait;        /* sleepers announced */
+bit  pending;      /* a waker bumped seq and no sleeper has cleared it */
+bit  inq[NR];      /* futex wait queue: reader i is blocked in futex_wait */
+
+/* the stream */
+byte prog[NW];     /* items published by each writer (visible values) */
+byte consumed;     /* items taken by the readers */
+byte writers = NW; /* open writers (state.writers) */
+
+#define PUBLISHED (prog[0] + (NW > 1 -> prog[NW - 1] : 0))
+#define TOTAL     (NW * ITEMS)
+/* rd_ready(): a byte to read, or end of stream */
+#define READY     (consumed < PUBLISHED || writers == 0)
+
+#ifdef BROKEN
+/*
+ * Per-writer store buffer (FIFO) of progress stores: 0 = "publish one
+ * item", 1 = "writers -= 1". The writer's own loads of nwait/pending go to
+ * memory, so they can complete while its stores wait here. A locked RMW
+ * (xchg, fetch_add) drains the buffer first, as on x86.
+ */
+chan sb[NW] = [ITEMS + 1] of { bit };
+#define STORE_PUB(w)   sb[w]!0
+#define STORE_CLOSE(w) sb[w]!1
+#define DRAINED(w)     empty(sb[w])
+
+proctype Flusher(byte w)
+{
+	bit kind;
+end_idle:
+	do
+	:: atomic {
+		sb[w]?kind ->
+		if
+		:: kind == 0 -> prog[w]++
+		:: else -> writers--
+		fi
+	   }
+	od
+}
+#else
+#define STORE_PUB(w)   prog[w]++
+#define STORE_CLOSE(w) writers--
+#define DRAINED(w)     true
+#endif
+
+/* wake_line(): load nwait; xchg(pending, 1); seq += 1; futex_wake(all). */
+inline wake_line(w)
+{
+	if
+	:: nwait == 0 -> skip                 /* nobody asleep: no syscall */
+	:: else ->
+		atomic { DRAINED(w) -> old = pending; pending = 1 }
+		if
+		:: old == 0 ->
+			atomic { DRAINED(w) -> seq++ }
+			atomic {                        /* FUTEX_WAKE, all waiters */
+				i = 0;
+				do
+				:: i < NR -> inq[i] = 0; i++
+				:: else -> break
+				od;
+				i = 0
+			}
+		:: else -> skip                 /* a wake is in flight */
+		fi
+	fi
+}
+
+proctype Writer(byte w)
+{
+	byte n = 0;
+	bit old;
+	byte i;
+
+	do
+	:: n < ITEMS ->
+		STORE_PUB(w);                   /* R1/R2: head or len, seq_cst */
+		wake_line(w);
+		n++
+	:: else -> break
+	od;
+	STORE_CLOSE(w);                         /* up_close: writers -= 1 */
+	wake_line(w)
+}
+
+proctype Reader(byte id)
+{
+	byte s;
+	bit wsnap, got, r;
+	byte spur = 0;
+
+read:	/* up__ring_read(): load writers, then read under the lock */
+	wsnap = (writers != 0);
+	atomic {
+		if
+		:: consumed < PUBLISHED -> consumed++; got = 1
+		:: else -> got = 0
+		fi
+	}
+	if
+	:: got -> goto read
+	:: !got && !wsnap ->
+		assert(consumed == TOTAL);      /* EOF only after every item */
+		goto done
+	:: else -> skip
+	fi;
+
+sleep:	/* wait_ready() after the spin phase */
+#if MUTANT == 1
+	pending = 0;                            /* cleared before s is read */
+	s = seq;
+#elif MUTANT == 2
+	s = seq;                                /* pending never cleared */
+#else
+	s = seq;
+	pending = 0;
+#endif
+#if MUTANT == 3
+	r = READY;                              /* re-check before announcing */
+	nwait++;
+#else
+	nwait++;
+	r = READY;
+#endif
+	if
+	:: r -> skip
+	:: else ->
+		atomic {                        /* futex_wait(&seq, s) */
+			if
+			:: seq != s -> skip     /* -EAGAIN: value changed */
+			:: else -> inq[id] = 1
+			fi
+		}
+		if
+		:: inq[id] == 0 -> skip         /* woken (or never slept) */
+		:: atomic { inq[id] == 1 && spur < MAXSPUR -> inq[id] = 0; spur++ }
+		fi;
+		r = READY
+	fi;
+	nwait--;
+	if
+	:: r -> goto read
+	:: else -> goto sleep
+	fi;
+done:
+	skip
+}
+
+init
+{
+	byte i;
+
+	atomic {
+		i = 0;
+		do
+		:: i < NW ->
+#ifdef BROKEN
+			run Flusher(i);
+#endif
+			run Writer(i);
+			i++
+		:: else -> break
+		od;
+		i = 0;
+		do
+		:: i < NR -> run Reader(i); i++
+		:: else -> break
+		od
+	}
+}

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_lock_takeover.c - a lock whose holder died is taken over, by blocking
+ * and by non-blocking ends alike.
+ *
+ * A child process opens an endpoint, writes its own lock value into the
+ * readers' (or writers') lock word, as if it had been SIGKILLed inside
+ * up_read (up_write), and exits. The parent's ends must go on: a
+ * non-blocking reader once returned -EAGAIN for ever here while data was
+ * readable (found by fuzzing).
+ */
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "up_int.h"
+
+static void die_holding(struct up_pipe *p, int role, int which_lock)
+{
+	pid_t pid = fork();
+	int status;
+
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct up_pipe *q;
+		struct up_end *e;
+
+		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, role, &e) < 0)
+			_exit(1);
+		atomic_store(which_lock ? &q->ln->wlock.word : &q->ln->rlock.word, e->lock_id);
+		_exit(0); /* no up_close: the lock stays named after us */
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void nonblocking_reader_takes_over(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	char buf[16];
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &r));
+	CHECK_OK(up_open(p, UP_WR, &w));
+	CHECK_EQ(up_write(w, "hello", 5), 5);
+	die_holding(p, UP_RD, 0);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+static void nonblocking_writer_takes_over(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	char buf[16];
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR | UP_NONBLOCK, &w));
+	die_holding(p, UP_WR, 1);
+	CHECK_EQ(up_write(w, "hello", 5), 5);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+static void blocking_reader_takes_over(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	char buf[16];
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR, &w));
+	CHECK_EQ(up_write(w, "hello", 5), 5);
+	die_holding(p, UP_RD, 0);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+int main(int argc, char **argv)
+{
+	harness_init(argc, argv);
+	harness_watchdog(30);
+	RUN(nonblocking_reader_takes_over);
+	RUN(nonblocking_writer_takes_over);
+	RUN(blocking_reader_takes_over);
+	return 0;
+}

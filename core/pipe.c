@@ -165,11 +165,17 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		r = -ENOMEM;
 		goto err_free;
 	}
+	e->pid = getpid();
 	r = end_slot_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, &e->idx, &st);
+	if (r == -EMFILE && up__peers_reap(e) > 0) {
+		/* Entries of processes that died without closing are reaped
+		 * by sleepers; a table full of them is reaped here. */
+		r = end_slot_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER,
+				   &e->idx, &st);
+	}
 	if (r < 0)
 		goto err_waker;
 	e->lock_id = up__lock_id(st, e->idx);
-	e->pid = getpid();
 	e->tag = up__owner_tag(st, e->idx);
 
 	atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);

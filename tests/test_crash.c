@@ -132,7 +132,7 @@ struct reader_state {
 	uint32_t next_seq;   /* expected next seq of cur_gen */
 	uint64_t records;
 	uint32_t gens_seen;
-	int failed;
+	_Atomic int failed; /* read by the main thread while the reader runs */
 };
 
 static void gen_done(struct reader_state *st, uint32_t gen, uint32_t got)
@@ -273,10 +273,13 @@ int main(int argc, char **argv)
 			if (waitpid(pid, &status, WNOHANG) == pid) {
 				fprintf(stderr, "victim %u exited before starting (status %d)\n", i,
 					status);
-				return 1;
+				st.failed = 1;
+				break;
 			}
 			sched_yield();
 		}
+		if (st.failed)
+			break;
 		d.tv_sec = 0;
 		d.tv_nsec = (long)(rng % 3000000);
 		nanosleep(&d, NULL);

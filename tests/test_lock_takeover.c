@@ -7,7 +7,7 @@
  * readers' (or writers') lock word, as if it had been SIGKILLed inside
  * up_read (up_write), and exits. The parent's ends must go on: a
  * non-blocking reader once returned -EAGAIN for ever here while data was
- * readable (found by fuzzing).
+ * readable (found by fuzzing). Also: a table full of dead entries.
  */
 #include <stdio.h>
 #include <sys/wait.h>
@@ -86,6 +86,36 @@ static void blocking_reader_takes_over(void)
 	up_pipe_release(p);
 }
 
+/* More processes than the endpoint table has entries die without closing:
+ * opening must still work (the dead are reaped when the table is full). */
+static void table_of_dead_entries_is_reaped(void)
+{
+	struct up_pipe *p;
+	struct up_end *e;
+	unsigned i;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	for (i = 0; i < 2 * UP_SHM_MAX_ENDS; i++) {
+		pid_t pid = fork();
+		int status;
+
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			struct up_pipe *q;
+			struct up_end *w;
+
+			if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, UP_WR, &w) < 0)
+				_exit(1);
+			_exit(0);
+		}
+		CHECK_EQ(waitpid(pid, &status, 0), pid);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	CHECK_OK(up_open(p, UP_RD, &e));
+	up_close(e);
+	up_pipe_release(p);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -93,5 +123,6 @@ int main(int argc, char **argv)
 	RUN(nonblocking_reader_takes_over);
 	RUN(nonblocking_writer_takes_over);
 	RUN(blocking_reader_takes_over);
+	RUN(table_of_dead_entries_is_reaped);
 	return 0;
 }

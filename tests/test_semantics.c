@@ -668,7 +668,7 @@ static void blocking_reader_woken_by_writer(void)
 			char rest[5];
 
 			CHECK_EQ(up_read(r, rest, 5), 5 - a.ret);
-			CHECK(memcmp(rest, "wake!" + a.ret, (size_t)(5 - a.ret)) == 0);
+			CHECK(memcmp(rest, &"wake!"[a.ret], (size_t)(5 - a.ret)) == 0);
 		}
 		CHECK_OK(up_close(w));
 		CHECK_OK(up_close(r));

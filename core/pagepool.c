@@ -173,11 +173,13 @@ int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n)
 	 * checked against get here: that would pull the writers' pool line on
 	 * every read; up__pool_take() rejects counters that do not add up. */
 	put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
-	for (i = 0; i < n; i++) {
-		atomic_store_explicit(&p->owner[pages[i]], 0, memory_order_relaxed);
+	/* No tag clearing here: pages coming back from the ring were untagged
+	 * before they were published, and the other callers (a writer's close,
+	 * the trim, the orphan sweep) untag theirs first. Writing owner[] here
+	 * would make the reader dirty lines the writer tags on every batch. */
+	for (i = 0; i < n; i++)
 		atomic_store_explicit(&p->pool[(put + i) & p->g.slot_mask], pages[i],
 				      memory_order_relaxed);
-	}
 	/* R1-pool: publish the entries; pairs with A1-pool in up__pool_take().
 	 * seq_cst, not just release: it is also the "progress" store of the
 	 * writers' sleep handshake (see wake.h), loaded against wr_wait.nwait. */

@@ -244,6 +244,7 @@ static void pool_trim(struct up_end *rd)
 		r = up__pages_punch(p, pages, (uint32_t)n, &sc);
 		if (lock_take(rd, &p->ln->rlock.word, false) < 0)
 			break; /* broken: the pages stay out; nothing more to do */
+		up__pages_untag(p, pages, (uint32_t)n);
 		if (up__pool_put(p, pages, (uint32_t)n) < 0)
 			up__mark_broken(p);
 		lock_drop(rd, &p->ln->rlock.word);
@@ -282,6 +283,7 @@ static uint32_t sweep_orphans(struct up_end *e)
 	/* Under the lock, recheck: an orphan stays one (its owner is gone),
 	 * but another sweeper may have returned it meanwhile. */
 	n = up__pages_owned_by(p, 0, pages, UP_END_CACHE_MAX);
+	up__pages_untag(p, pages, n);
 	if (n && up__pool_put(p, pages, n) < 0)
 		up__mark_broken(p);
 	lock_drop(e, &p->ln->rlock.word);
@@ -1278,6 +1280,7 @@ void up__ring_end_closing(struct up_end *e)
 		 * holder), the pages stay tagged and a later sweep returns
 		 * them once this end is gone. */
 		if (lock_take(e, &p->ln->rlock.word, true) == 0) {
+			up__pages_untag(p, e->cache, e->ncache);
 			if (up__pool_put(p, e->cache, e->ncache) < 0)
 				up__mark_broken(p);
 			lock_drop(e, &p->ln->rlock.word);

@@ -18,6 +18,7 @@
 #define UP_TESTS_HARNESS_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -111,6 +112,28 @@ static HARNESS_UNUSED void harness_on_alarm(int sig)
  * "watchdog: timed out" and exits 1. alarm() is per process and is not
  * inherited by fork(), so a forked child arms its own.
  */
+/* Scheduler state letter ('S' asleep, 'R' running, ...) of thread @tid, any
+ * process, from /proc/<tid>/stat; 0 if unreadable. Tests use it to know a
+ * peer really sleeps in the kernel before acting, instead of sleeping. */
+static HARNESS_UNUSED char harness_tid_state(pid_t tid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return (p && p[1] == ' ') ? p[2] : 0;
+}
+
 static HARNESS_UNUSED void harness_watchdog(unsigned seconds)
 {
 	struct sigaction sa;

@@ -108,24 +108,6 @@ static void nap_ns(uint64_t ns)
 		;
 }
 
-static char tid_state(pid_t tid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return (p && p[1] == ' ') ? p[2] : 0;
-}
 
 /* ---- records ---- */
 
@@ -339,12 +321,12 @@ static void wait_survivor_asleep(struct surv *s, struct up_pipe *p)
 	for (;;) {
 		CHECK(now_ns() < deadline);
 		CHECK_EQ(atomic_load(&s->t_done), 0); /* must not return by itself */
-		if (tid_state(atomic_load(&s->tid)) == 'S') {
+		if (harness_tid_state(atomic_load(&s->tid)) == 'S') {
 			CHECK_OK(up_stats(p, &st));
 			/* S inside the library with a wait counted: asleep
 			 * (the count rises before the sleep, S confirms it). */
 			if (st.waits > waits0 || atomic_load(&s->records) > 0)
-				if (tid_state(atomic_load(&s->tid)) == 'S')
+				if (harness_tid_state(atomic_load(&s->tid)) == 'S')
 					break;
 		}
 		nap_ns(100000);

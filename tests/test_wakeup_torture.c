@@ -118,25 +118,6 @@ static pid_t my_tid(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
-/* Scheduler state letter of @tid, 0 if unreadable. */
-static char tid_state(pid_t tid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return (p && p[1] == ' ') ? p[2] : 0;
-}
 
 static void fwait(_Atomic uint32_t *w, uint32_t val)
 {
@@ -460,7 +441,7 @@ static bool all_asleep_with_work(int nwk, const int *wkidx)
 
 		if (ph == PH_IDLE)
 			continue;
-		st = tid_state(atomic_load(&g_ctl->wk[wkidx[i]].tid));
+		st = harness_tid_state(atomic_load(&g_ctl->wk[wkidx[i]].tid));
 		if (st != 'S')
 			return false;
 		incall++;

@@ -131,7 +131,7 @@ void up__pages_untag(struct up_pipe *p, const uint32_t *pages, uint32_t n)
  * publishes or returns a page, so an orphan is in no slot and not in the
  * pool: giving it back cannot make a page be used twice.
  */
-uint32_t up__pages_owned_by(struct up_pipe *p, uint32_t tag, uint32_t *pages, uint32_t max)
+uint32_t up__pages_orphaned(struct up_pipe *p, uint32_t *pages, uint32_t max)
 {
 	uint32_t i, n = 0;
 
@@ -141,11 +141,6 @@ uint32_t up__pages_owned_by(struct up_pipe *p, uint32_t tag, uint32_t *pages, ui
 
 		if (t == 0)
 			continue;
-		if (tag != 0) {
-			if (t == tag)
-				pages[n++] = i;
-			continue;
-		}
 		idx = (t & UP_END_ROLE_MASK) - 1;
 		if (idx >= p->g.max_ends) {
 			pages[n++] = i; /* names no endpoint at all */

@@ -258,7 +258,7 @@ static void pool_trim(struct up_end *rd)
 
 /*
  * Give back pages that a dead process took from the pool and never
- * published (pagepool.c, up__pages_owned_by). Runs on the sleep path after
+ * published (pagepool.c, up__pages_orphaned). Runs on the sleep path after
  * the endpoint table changed (someone closed, opened or was reaped), so a
  * writer killed holding its page batch costs the pipe capacity only until
  * the next sleeper notices. The readers' lock serialises pool returns; if
@@ -273,7 +273,7 @@ static uint32_t sweep_orphans(struct up_end *e)
 
 	if (e->sweep_gen == gen + 1)
 		return 0;
-	n = up__pages_owned_by(p, 0, pages, UP_END_CACHE_MAX);
+	n = up__pages_orphaned(p, pages, UP_END_CACHE_MAX);
 	if (n == 0) {
 		e->sweep_gen = gen + 1;
 		return 0;
@@ -282,7 +282,7 @@ static uint32_t sweep_orphans(struct up_end *e)
 		return 0;
 	/* Under the lock, recheck: an orphan stays one (its owner is gone),
 	 * but another sweeper may have returned it meanwhile. */
-	n = up__pages_owned_by(p, 0, pages, UP_END_CACHE_MAX);
+	n = up__pages_orphaned(p, pages, UP_END_CACHE_MAX);
 	up__pages_untag(p, pages, n);
 	if (n && up__pool_put(p, pages, n) < 0)
 		up__mark_broken(p);
@@ -680,7 +680,7 @@ static int publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens
 		}
 	}
 	/* Untag first: a page we die holding after this is leaked, never
-	 * handed out twice (pagepool.c, up__pages_owned_by). */
+	 * handed out twice (pagepool.c, up__pages_orphaned). */
 	up__pages_untag(p, pages, n);
 	for (i = 0; i < n; i++) {
 		struct up_shm_slot *s = slot_at(p, h + i);

@@ -176,7 +176,7 @@ void up__ring_disarm(struct up_end *e);
 int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t tag);
 int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n);
 void up__pages_untag(struct up_pipe *p, const uint32_t *pages, uint32_t n);
-uint32_t up__pages_owned_by(struct up_pipe *p, uint32_t tag, uint32_t *pages, uint32_t max);
+uint32_t up__pages_orphaned(struct up_pipe *p, uint32_t *pages, uint32_t max);
 static inline uint32_t up__owner_tag(uint32_t state, uint32_t idx)
 {
 	return (state & ~UP_END_ROLE_MASK) | (idx + 1);

@@ -136,6 +136,7 @@ struct up_end {
 	/* Reader: consecutive reads that found small amounts without waiting
 	 * (a fast writer streaming small writes); see coalesce() in ring.c. */
 	uint32_t streak;
+	uint32_t seen_head;   /* head when this end last read (coalescing) */
 
 	/* Peer-death watching (peer.c): pidfds of the processes whose death
 	 * should wake this end while it sleeps. */

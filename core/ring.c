@@ -727,6 +727,17 @@ static void cache_shift(struct up_end *w, uint32_t n)
 	w->ncache -= n;
 }
 
+/* Forget the current reservation, if any, without publishing it. */
+static void resv_cancel(struct up_end *w)
+{
+	if (w->resv_merge) {
+		w->resv_merge = false;
+		lock_drop(w, &w->p->ln->wlock.word);
+	}
+	w->resv_pages = 0;
+	w->resv_bytes = 0;
+}
+
 ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, size_t len)
 {
 	struct up_pipe *p = w->p;
@@ -741,8 +752,7 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 		return 0;
 	if (up__unlikely(w->armed))
 		up__ring_disarm(w);
-	if (w->resv_pages) /* a write ends a reservation, as a commit of 0 */
-		w->resv_pages = 0, w->resv_bytes = 0;
+	resv_cancel(w); /* a write ends a reservation, as a commit of 0 */
 	cur_init(&c, iov, iovcnt);
 	while (done < len) {
 		size_t rem = len - done;
@@ -812,6 +822,74 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 	return r;
 }
 
+/*
+ * A small reservation by the only writer: hand out the room at the end of
+ * the last live page, as try_merge() would fill it, and keep the writers'
+ * lock until commit publishes it by growing the slot's len. Without this a
+ * 100-byte reserve+commit took a page of its own: a 1 MiB pipe filled with
+ * 256 of them held 25 KiB, and the reader walked a slot per message. The
+ * lock held across the caller's fill would stall other writers, hence only
+ * while there is none (one joining meanwhile waits for the commit).
+ * Returns the bytes reserved, 0 when the room is too small, or an error.
+ */
+static ssize_t reserve_merge(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
+{
+	struct up_pipe *p = w->p;
+	struct up_shm_slot *s;
+	uint32_t h, have, pg;
+	int r;
+
+	r = lock_take(w, &p->ln->wlock.word, w->flags & UP_NONBLOCK);
+	if (r < 0)
+		return r;
+	/* Relaxed: under the writers' lock, as in try_merge(). */
+	h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
+	s = slot_at(p, h - 1);
+	have = atomic_load_explicit(&s->len, memory_order_relaxed);
+	pg = atomic_load_explicit(&s->page, memory_order_relaxed);
+	if (have > p->g.page_size || pg >= p->g.page_count) {
+		lock_drop(w, &p->ln->wlock.word);
+		return proto_error(p);
+	}
+	if (p->g.page_size - have < len) {
+		lock_drop(w, &p->ln->wlock.word);
+		return 0;
+	}
+	iov[0].iov_base = page_ptr(p, pg) + have;
+	iov[0].iov_len = len;
+	*iovcnt = 1;
+	w->resv_merge = true;
+	w->resv_bytes = len;
+	return (ssize_t)len;
+}
+
+/* Publish the first @n bytes of a merge reservation; drops the lock. */
+static int commit_merge(struct up_end *w, size_t n)
+{
+	struct up_pipe *p = w->p;
+	struct up_shm_slot *s;
+	uint32_t h, have;
+
+	w->resv_merge = false;
+	w->resv_bytes = 0;
+	h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
+	s = slot_at(p, h - 1);
+	have = atomic_load_explicit(&s->len, memory_order_relaxed);
+	/* Under our lock nobody else wrote head or len: re-check anyway, the
+	 * segment is shared with processes we do not trust. */
+	if (have > p->g.page_size || p->g.page_size - have < n) {
+		lock_drop(w, &p->ln->wlock.word);
+		return proto_error(p);
+	}
+	/* R2, as in try_merge(). */
+	atomic_store_explicit(&s->len, have + (uint32_t)n, memory_order_seq_cst);
+	lock_drop(w, &p->ln->wlock.word);
+	wake_line(w, &p->ln->rd_wait);
+	up__count(&w->c.bytes_written, n);
+	up__count(&w->c.writes, 1);
+	return 0;
+}
+
 ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
 {
 	struct up_pipe *p = w->p;
@@ -824,11 +902,18 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 		return -EINVAL;
 	if (up__unlikely(w->armed))
 		up__ring_disarm(w);
+	resv_cancel(w); /* a new reservation replaces the last one */
+	if (len < ps && !is_broken(p) &&
+	    atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) != 0 &&
+	    atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed) == 1) {
+		ssize_t got = reserve_merge(w, len, iov, iovcnt);
+
+		if (got != 0)
+			return got;
+	}
 	want_pages = (len + ps - 1) >> p->g.page_shift;
 	if (want_pages > UP_END_CACHE_MAX)
 		want_pages = UP_END_CACHE_MAX;
-	w->resv_pages = 0;
-	w->resv_bytes = 0;
 	for (;;) {
 		if (is_broken(p))
 			return -EPROTO;
@@ -882,12 +967,14 @@ int up__ring_commit(struct up_end *w, size_t n)
 
 	if (n > w->resv_bytes)
 		return -EINVAL;
+	if (n == 0 || atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0) {
+		resv_cancel(w);
+		return n == 0 ? 0 : -EPIPE;
+	}
+	if (w->resv_merge)
+		return commit_merge(w, n);
 	w->resv_pages = 0;
 	w->resv_bytes = 0;
-	if (n == 0)
-		return 0;
-	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
-		return -EPIPE;
 	while (n) {
 		lens[k] = n < ps ? (uint32_t)n : ps;
 		n -= lens[k];
@@ -1144,7 +1231,7 @@ ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, si
 }
 
 /* Under the readers' lock: the readable spans, without consuming. */
-static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt)
+static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bool whole)
 {
 	struct up_pipe *p = rd->p;
 	uint32_t t, h;
@@ -1159,12 +1246,18 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt)
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
 	if (h - t > p->g.slot_count)
 		return proto_error(p);
+	rd->seen_head = h;
 	for (; t != h; t++, off = 0) {
 		struct up_shm_slot *s = slot_at(p, t);
-		uint32_t pg = atomic_load_explicit(&s->page, memory_order_relaxed);
-		/* A2: pairs with R2 in try_merge(). */
-		uint32_t len = atomic_load_explicit(&s->len, memory_order_acquire);
+		uint32_t pg, len;
 		unsigned char *base;
+
+		/* Coalescing: leave the page the writer appends to alone. */
+		if (whole && got > 0 && t + 1 == h)
+			break;
+		pg = atomic_load_explicit(&s->page, memory_order_relaxed);
+		/* A2: pairs with R2 in try_merge(). */
+		len = atomic_load_explicit(&s->len, memory_order_acquire);
 
 		if (pg >= p->g.page_count || len > p->g.page_size || off > len)
 			return proto_error(p);
@@ -1190,6 +1283,7 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt)
 ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 {
 	struct up_pipe *p = rd->p;
+	bool waited = false, whole;
 	ssize_t n;
 	int r;
 
@@ -1197,6 +1291,9 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 		return -EINVAL;
 	if (up__unlikely(rd->armed))
 		up__ring_disarm(rd);
+	/* Only on a fresh peek: one that re-peeks under the held lock must
+	 * not stall the writer's page-boundary publishes. */
+	whole = !rd->peek_locked && coalesce(rd);
 	for (;;) {
 		uint32_t writers;
 		int cnt = *iovcnt;
@@ -1212,14 +1309,22 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 				return r;
 			rd->peek_locked = true;
 		}
-		n = peek_locked(rd, iov, &cnt);
+		n = peek_locked(rd, iov, &cnt, whole);
 		if (n != 0) {
-			if (n < 0)
+			if (n < 0) {
 				peek_unlock(rd);
-			else
+			} else {
 				*iovcnt = cnt;
+				/* As in up__ring_read(): found without waiting,
+				 * and not cut short by the caller's vector. */
+				if (!waited && cnt < *iovcnt)
+					rd->streak++;
+				else
+					rd->streak = 0;
+			}
 			return n;
 		}
+		rd->streak = 0;
 		peek_unlock(rd);
 		if (writers == 0) {
 			*iovcnt = 0;
@@ -1227,6 +1332,7 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 		}
 		if (rd->flags & UP_NONBLOCK)
 			return -EAGAIN;
+		waited = true;
 		r = wait_ready(rd, &p->ln->rd_wait, rd_ready, UP_END_WRITER);
 		if (r < 0)
 			return r;
@@ -1299,6 +1405,7 @@ void up__ring_end_closing(struct up_end *e)
 		peek_unlock(e);
 		return;
 	}
+	resv_cancel(e);
 	if (e->ncache && !is_broken(p)) {
 		/* Pages taken but never published go back to the pool; put is
 		 * serialised by the readers' lock. Never block on it in close:

@@ -126,6 +126,9 @@ struct up_end {
 	uint32_t tail_cache;  /* last tail seen (publish's overrun guard) */
 	uint32_t resv_pages;  /* first resv_pages of cache are reserved */
 	size_t resv_bytes;
+	/* The reservation is the room at the end of the last live page, and
+	 * this end holds the writers' lock until commit (see reserve_merge()). */
+	bool resv_merge;
 	uint32_t cache[UP_END_CACHE_MAX];
 
 	/* Announced as a sleeper without sleeping (poll mode). */

@@ -1251,6 +1251,109 @@ static void zero_copy_close_returns_reserved_pages(void)
 	up_pipe_release(p);
 }
 
+/*
+ * Small reservations by the only writer share the last page, like small
+ * writes do: 200 reserve+commit pairs of 40 bytes fit in an 8 KiB pipe
+ * (they took a page each before, and the third one found the pipe full).
+ */
+static void zero_copy_small_reservations_merge(void)
+{
+	struct up_pipe *p = mk_pipe(8 * KiB, 4096);
+	struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK), *w = mk_end(p, UP_WR | UP_NONBLOCK);
+	struct iovec iov[4];
+	uint64_t off = 0;
+	int i, cnt;
+	bool eof;
+
+	for (i = 0; i < 200; i++) {
+		cnt = 4;
+		CHECK_EQ(up_reserve(w, 40, iov, &cnt), 40);
+		CHECK_EQ(cnt, 1);
+		fill_iov_pat(iov, cnt, 44, off);
+		CHECK_OK(up_commit(w, 40));
+		off += 40;
+	}
+	/* the two pages hold 8000 bytes; what is left is 192 bytes of the
+	 * second page, so a reservation of 100 still merges, 200 does not fit */
+	cnt = 4;
+	CHECK_EQ(up_reserve(w, 100, iov, &cnt), 100);
+	cnt = 4;
+	CHECK_EQ(up_reserve(w, 200, iov, &cnt), -EAGAIN);
+	CHECK_EQ(drain_pat(r, 44, 0, &eof), off);
+	CHECK(!eof);
+	/* a commit of part of a merged reservation publishes only that part */
+	cnt = 4;
+	CHECK_EQ(up_reserve(w, 100, iov, &cnt), 100);
+	fill_iov_pat(iov, cnt, 44, off);
+	CHECK_OK(up_commit(w, 30));
+	off += 30;
+	/* a write after a reservation drops it and lands in order */
+	cnt = 4;
+	CHECK_EQ(up_reserve(w, 100, iov, &cnt), 100);
+	write_pat(w, 44, off, 70);
+	off += 70;
+	CHECK_EQ(drain_pat(r, 44, 8000, &eof), off - 8000);
+	CHECK_OK(up_close(w));
+	CHECK_EQ(drain_pat(r, 44, off, &eof), 0);
+	CHECK(eof);
+	CHECK_OK(up_close(r));
+	up_pipe_release(p);
+}
+
+/*
+ * A merged reservation holds the writers' lock until commit: a second
+ * writer waits for it (non-blocking: -EAGAIN), then goes on, and while
+ * two writers are open reservations take pages of their own. Closing with
+ * a merged reservation open releases the lock and publishes nothing.
+ */
+static void zero_copy_merge_reservation_and_other_writers(void)
+{
+	struct up_pipe *p = mk_pipe(64 * KiB, 4096);
+	struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK), *w = mk_end(p, UP_WR);
+	struct up_end *w2;
+	struct iovec iov[4];
+	uint64_t off = 0;
+	int cnt = 4;
+	bool eof;
+
+	write_pat(w, 45, off, 10);
+	off += 10;
+	CHECK_EQ(up_reserve(w, 50, iov, &cnt), 50);
+	/* in the page just written: right after its 10 bytes */
+	CHECK_EQ(((uintptr_t)iov[0].iov_base & 4095), 10);
+	fill_iov_pat(iov, cnt, 45, off);
+	w2 = mk_end(p, UP_WR | UP_NONBLOCK);
+	CHECK_EQ(up_write(w2, "x", 1), -EAGAIN);
+	CHECK_OK(up_commit(w, 50));
+	off += 50;
+	write_pat(w2, 45, off, 20);
+	off += 20;
+	/* two writers: a small reservation takes a fresh page */
+	cnt = 4;
+	CHECK_EQ(up_reserve(w, 50, iov, &cnt), 50);
+	CHECK_EQ(((uintptr_t)iov[0].iov_base & 4095), 0);
+	fill_iov_pat(iov, cnt, 45, off);
+	CHECK_OK(up_commit(w, 50));
+	off += 50;
+	CHECK_EQ(drain_pat(r, 45, 0, &eof), off);
+	CHECK_OK(up_close(w2));
+	/* alone again: merges; closing drops the reservation and the lock */
+	write_pat(w, 45, off, 5);
+	off += 5;
+	cnt = 4;
+	CHECK_EQ(up_reserve(w, 50, iov, &cnt), 50);
+	CHECK(((uintptr_t)iov[0].iov_base & 4095) != 0); /* merged */
+	w2 = mk_end(p, UP_WR | UP_NONBLOCK);
+	CHECK_OK(up_close(w));
+	write_pat(w2, 45, off, 7);
+	off += 7;
+	CHECK_OK(up_close(w2));
+	CHECK_EQ(drain_pat(r, 45, off - 12, &eof), 12);
+	CHECK(eof);
+	CHECK_OK(up_close(r));
+	up_pipe_release(p);
+}
+
 static void zero_copy_peek_consume(void)
 {
 	static const size_t pages[] = { 4096, 64 * KiB };
@@ -1695,6 +1798,8 @@ int main(int argc, char **argv)
 	RUN(zero_copy_reserve_commit_read);
 	RUN(zero_copy_commit_partial_and_rereserve);
 	RUN(zero_copy_close_returns_reserved_pages);
+	RUN(zero_copy_small_reservations_merge);
+	RUN(zero_copy_merge_reservation_and_other_writers);
 	RUN(zero_copy_peek_consume);
 	RUN(zero_copy_consume_more_than_peeked);
 	RUN(commit_too_large_einval);

@@ -207,6 +207,12 @@ void up__peers_forget(struct up_end *e);
 /* numa.c */
 int up__numa_bind(void *addr, size_t len, int node);
 int up__numa_node_of(const void *addr);
+/* 1: @node is a node to bind to; 0: nothing to bind (-1, or node 0 on a
+ * machine without NUMA); -EINVAL: no such node. Any thread. */
+int up__numa_check(int node);
+/* MPOL_BIND [addr, addr + len) to @node (already checked) with the
+ * MPOL_MF_* @flags. 0 or -errno (-ENOSYS without libnuma). */
+int up__numa_mbind(void *addr, size_t len, int node, unsigned int flags);
 
 /* alloc.c: the only caller of the process-private allocator. */
 void *up__calloc(size_t n, size_t sz);

@@ -9,7 +9,8 @@
  * Conventions, for every call below:
  *  - the return value is 0, a byte count, or a negative errno; errno is never
  *    read or set;
- *  - destructors accept NULL; there is no global state and no init call;
+ *  - destructors accept NULL; there is no init call, and no global state
+ *    except the per-NUMA-node allocator arenas of up_buf_alloc();
  *  - semantics follow pipe(7): see uringpipe(7) and docs/DESIGN.md.
  *
  * Error codes and what they always mean:
@@ -260,6 +261,37 @@ UP_API size_t up_page_size(const struct up_pipe *p);
 
 /* up_strerror - a static description of a uringpipe return code. */
 UP_API const char *up_strerror(int err);
+
+/*
+ * Process-private buffers on a NUMA node: for the bytes a writer copies
+ * into a pipe, or a reader copies out, kept next to the pipe's own pages.
+ *
+ * up_buf_alloc - allocate @size bytes whose pages live on NUMA node @node.
+ * @node -1 binds nothing: the pages follow the calling thread's memory
+ * policy when first touched (the local node by default), as
+ * up_config.numa_node -1 does; memory that an earlier -1 buffer used stays
+ * where it was. Any other node binds every page of the buffer to that node
+ * (MPOL_BIND) before it is first touched. A machine without NUMA has one
+ * node, 0. The buffer starts at a page boundary (at least 4096-aligned),
+ * is rounded up to whole pages that no other allocation shares, and is not
+ * zeroed. With jemalloc each node has an arena of its own, created the
+ * first time the node is asked for and kept until the process exits; else
+ * (and should the arena be unavailable) the buffer is a private mapping.
+ * Returns 0 and *out; -EINVAL (@size 0, @out NULL, or a node that
+ * up_pipe_create() would refuse: below -1, above the highest node, not
+ * online, or not allowed to this process), -ENOMEM.
+ * Any thread. May enter the kernel (mmap, mbind); the first use of a node
+ * takes a process-wide lock while its arena is created; never waits for
+ * a peer.
+ */
+UP_API int up_buf_alloc(size_t size, int node, void **out);
+
+/*
+ * up_buf_free - give back a buffer from up_buf_alloc(). @size must be the
+ * size it was allocated with. NULL is accepted. Any thread, not only the
+ * one that allocated it; may enter the kernel (munmap, madvise).
+ */
+UP_API void up_buf_free(void *buf, size_t size);
 
 #ifdef __cplusplus
 }

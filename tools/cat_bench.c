@@ -32,7 +32,9 @@
  * writes its share (bytes/W) in size-byte chunks from a pre-filled buffer and
  * closes its end; each reader reads with a max(1 MiB, size) buffer until EOF.
  * The run's time is from the earliest barrier exit to the last reader's EOF,
- * on CLOCK_MONOTONIC. Bytes read must equal bytes written.
+ * on CLOCK_MONOTONIC. Bytes read must equal bytes written. The writers' and
+ * readers' buffers come from up_buf_alloc() on the node the pipes live on
+ * (up_stats().numa_node of the start-up probe), for every transport alike.
  *
  * Rejected alternatives:
  *  - timing every write: clock_gettime costs ~20 ns even through the vDSO,
@@ -195,6 +197,17 @@ static void *xmalloc(size_t n)
 	void *p = malloc(n ? n : 1);
 	if (!p)
 		die("out of memory (%zu bytes)", n);
+	return p;
+}
+
+/* A data buffer (what writers copy from, readers copy into) on the node the
+ * pipes live on, from the library's node arenas: up_buf_alloc(3). */
+static unsigned char *xbuf_alloc(size_t n, int node)
+{
+	void *p = NULL;
+	int r = up_buf_alloc(n ? n : 1, node, &p);
+	if (r < 0)
+		die("up_buf_alloc(%zu bytes, node %d): %s", n, node, up_strerror(r));
 	return p;
 }
 
@@ -879,6 +892,9 @@ static int run_once(const struct opts *o, const struct env *env, enum transport 
 	uint64_t wrote = 0, read = 0, start = UINT64_MAX, end = 0;
 	size_t rlen = size > MiB ? (size_t)size : (size_t)MiB;
 	size_t lat_cap = LAT_CAP / nw;
+	/* Every pipe of a run is created like the probe's, so it lands where
+	 * the probe's did (-1: not known, follow the memory policy). */
+	int node = env->numa_node >= 0 ? env->numa_node : -1;
 	struct timespec deadline;
 	double tmo;
 	int rc = 0;
@@ -914,7 +930,7 @@ static int run_once(const struct opts *o, const struct env *env, enum transport 
 		if (w->writer) {
 			w->quota = bytes / nw + (w->idx < bytes % nw ? 1 : 0);
 			w->buflen = (size_t)size;
-			w->buf = xmalloc(w->buflen);
+			w->buf = xbuf_alloc(w->buflen, node);
 			pattern_fill(w->buf, 0, w->buflen, sh.key); /* also faults it in */
 			if (sample) {
 				uint64_t writes = (w->quota + size - 1) / size;
@@ -928,10 +944,10 @@ static int run_once(const struct opts *o, const struct env *env, enum transport 
 			}
 		} else {
 			w->buflen = rlen;
-			w->buf = xmalloc(rlen);
+			w->buf = xbuf_alloc(rlen, node);
 			memset(w->buf, 0, rlen);
 			if (verify) {
-				w->scratch = xmalloc(rlen);
+				w->scratch = xbuf_alloc(rlen, node);
 				memset(w->scratch, 0, rlen);
 			}
 		}
@@ -1083,8 +1099,9 @@ static int run_once(const struct opts *o, const struct env *env, enum transport 
 			free(all);
 	}
 	for (unsigned i = 0; i < n; i++) {
-		free(ws[i].buf);
-		free(ws[i].scratch);
+		/* scratch, when there is one, is a reader's: buflen bytes too. */
+		up_buf_free(ws[i].buf, ws[i].buflen ? ws[i].buflen : 1);
+		up_buf_free(ws[i].scratch, ws[i].buflen ? ws[i].buflen : 1);
 		free(ws[i].lat);
 	}
 	free(ws);

@@ -46,7 +46,7 @@
 #include <stdint.h>
 
 #define UP_SHM_MAGIC      0x455049504752554eull /* "NURGPIPE" little-endian */
-#define UP_SHM_VERSION    1u
+#define UP_SHM_VERSION    2u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -131,7 +131,12 @@ struct up_shm_wait {
 	_Atomic uint32_t seq;     /* the futex word */
 	_Atomic uint32_t nwait;   /* sleepers announced */
 	_Atomic uint32_t pending; /* a waker has bumped seq and not been seen yet */
-	uint8_t pad_[UP_CACHELINE - 12];
+	uint32_t pad0_;
+	/* CLOCK_MONOTONIC ns until which one waiter spins on this line; the
+	 * others sleep at once (ring.c, spin_claim()). A hint: any value is
+	 * harmless, a stale one expires by itself. */
+	_Atomic uint64_t spin_until;
+	uint8_t pad_[UP_CACHELINE - 24];
 };
 
 #define UP_LOCK_WAITERS 0x80000000u

@@ -25,8 +25,9 @@
  *   store(pending, 0)                       if load(nwait) != 0 &&
  *   nwait += 1                                 xchg(pending, 1) == 0:
  *   re-check the condition                      seq += 1
- *   if still blocked:                           futex_wake(&seq, all)
+ *   if still blocked:                           futex_wake(&seq, n)
  *       futex_wait(&seq, s)
+ *       store(pending, 0)
  *   nwait -= 1
  *
  * Dekker's argument: the sleeper's nwait increment and the waker's progress
@@ -42,6 +43,14 @@
  * Removing either seq_cst (making the progress store a release, say) reopens
  * the store-buffer window; tests/model/ checks exactly that.
  *
+ * n is every sleeper for state changes (end of stream, no reader left,
+ * broken, free pages), but one for new data, as the kernel's pipe_write wakes
+ * one exclusive reader: waking ten readers for one page set ten threads on
+ * two cores fighting for it. A woken sleeper clears pending again once it is
+ * up, so the next progress wakes another, and a reader that leaves data
+ * behind while others sleep wakes the next one (ring.c, chain_wake()): a
+ * sleeping reader is never left with data and nobody awake to take it.
+ *
  * Waits are bounded by a timeout (up__wake_ops.wait's @timeout_ns) so that a
  * sleeper also notices a dead peer and a broken segment; a timeout is not an
  * error, the caller just re-checks.
@@ -51,6 +60,8 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+
+#define UP_WAKE_ALL 0x7fffffffu
 
 struct up__waker;
 
@@ -69,8 +80,10 @@ struct up__wake_ops {
 	int (*wait)(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 		    uint64_t timeout_ns, const int *peer_pidfds, int npeer,
 		    uint64_t *syscalls);
-	/* Wake every sleeper on @word. Returns 0 or -errno; counts syscalls. */
-	int (*wake)(struct up__waker *w, _Atomic uint32_t *word, uint64_t *syscalls);
+	/* Wake up to @nr sleepers on @word (UP_WAKE_ALL: every one). Returns
+	 * 0 or -errno; counts syscalls. */
+	int (*wake)(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
+		    uint64_t *syscalls);
 	/* Free the per-endpoint state. */
 	void (*destroy)(struct up__waker *w);
 

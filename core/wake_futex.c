@@ -38,11 +38,12 @@ static int futex_wait_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t e
 	return 0;
 }
 
-static int futex_wake_op(struct up__waker *w, _Atomic uint32_t *word, uint64_t *syscalls)
+static int futex_wake_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
+			 uint64_t *syscalls)
 {
 	(void)w;
 	*syscalls += 1;
-	if (syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0) < 0)
+	if (syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, (int)nr, NULL, NULL, 0) < 0)
 		return -errno;
 	return 0;
 }

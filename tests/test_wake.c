@@ -100,7 +100,7 @@ static int do_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 
 static int do_wake(struct up__waker *w, _Atomic uint32_t *word, uint64_t *calls)
 {
-	return w->ops->wake(w, word, calls);
+	return w->ops->wake(w, word, UP_WAKE_ALL, calls);
 }
 
 /* Scheduler state letter of @tid in process @pid, or 0 if unreadable. */
@@ -284,6 +284,84 @@ static void test_thread_wake(int sqpoll)
 		CHECK_EQ(calls, 1); /* one enter per wake without SQPOLL */
 	else
 		CHECK(calls <= 1);
+	w->ops->destroy(w);
+}
+
+/* ---- wake(1) wakes one sleeper, wake(ALL) every one -------------------- */
+
+struct one_sleeper {
+	int sqpoll;
+	_Atomic uint32_t *word;
+	_Atomic int *returned;
+	_Atomic pid_t tid;
+	int rc;
+};
+
+static void *one_sleeper_main(void *arg)
+{
+	struct one_sleeper *s = arg;
+	struct up__waker *w = new_waker(s->sqpoll);
+	uint64_t calls = 0;
+
+	atomic_store_explicit(&s->tid, gettid_(), memory_order_release);
+	/* One wait, the word never changes: only a wake (or the 5 s timeout,
+	 * a failure below) ends it. */
+	s->rc = do_wait(w, s->word, 0, 5 * SEC, NULL, 0, &calls);
+	atomic_fetch_add_explicit(s->returned, 1, memory_order_acq_rel);
+	w->ops->destroy(w);
+	return NULL;
+}
+
+static int await_returned(_Atomic int *returned, int n, uint64_t ns)
+{
+	uint64_t end = now_ns() + ns;
+
+	while (atomic_load_explicit(returned, memory_order_acquire) < n && now_ns() < end)
+		nap_us(50);
+	return atomic_load_explicit(returned, memory_order_acquire);
+}
+
+static void test_wake_one(int sqpoll)
+{
+	struct up__waker *w = new_waker(sqpoll);
+	_Atomic uint32_t word = 0;
+	_Atomic int returned = 0;
+	struct one_sleeper s[3];
+	pthread_t t[3];
+	uint64_t calls = 0;
+	int i, asleep = 1;
+
+	for (i = 0; i < 3; i++) {
+		s[i] = (struct one_sleeper){ .sqpoll = sqpoll, .word = &word,
+					     .returned = &returned };
+		CHECK_EQ(pthread_create(&t[i], NULL, one_sleeper_main, &s[i]), 0);
+	}
+	for (i = 0; i < 3; i++) {
+		pid_t tid;
+
+		while ((tid = atomic_load_explicit(&s[i].tid, memory_order_acquire)) == 0)
+			nap_us(10);
+		asleep &= wait_asleep(getpid(), tid);
+	}
+	if (!asleep) {
+		/* A sleeper not yet in the kernel would miss the wake (the word
+		 * did not change): end them all and prove nothing. */
+		CHECK_EQ(w->ops->wake(w, &word, UP_WAKE_ALL, &calls), 0);
+		for (i = 0; i < 3; i++)
+			CHECK_EQ(pthread_join(t[i], NULL), 0);
+		w->ops->destroy(w);
+		return;
+	}
+	CHECK_EQ(w->ops->wake(w, &word, 1, &calls), 0);
+	CHECK_EQ(await_returned(&returned, 1, 2 * SEC), 1);
+	/* Give a wrongly woken second sleeper time to show up. */
+	CHECK_EQ(await_returned(&returned, 2, 200 * 1000000ull), 1);
+	CHECK_EQ(w->ops->wake(w, &word, UP_WAKE_ALL, &calls), 0);
+	CHECK_EQ(await_returned(&returned, 3, 2 * SEC), 3);
+	for (i = 0; i < 3; i++) {
+		CHECK_EQ(pthread_join(t[i], NULL), 0);
+		CHECK_EQ(s[i].rc, 0);
+	}
 	w->ops->destroy(w);
 }
 
@@ -700,6 +778,8 @@ static void run_all(int sqpoll)
 	fprintf(stderr, "  immediate: ok\n");
 	test_thread_wake(sqpoll);
 	fprintf(stderr, "  thread wake: ok\n");
+	test_wake_one(sqpoll);
+	fprintf(stderr, "  wake one / wake all: ok\n");
 	test_cross_process(sqpoll);
 	fprintf(stderr, "  cross-process (uring<->futex(2)): ok\n");
 	test_fork_destroy(sqpoll);

@@ -12,7 +12,7 @@
  * wait's generation decides the result; everything still armed is then
  * cancelled with one IORING_OP_ASYNC_CANCEL(ANY|ALL) and its CQEs are reaped
  * before returning, so the ring is empty when the next wait starts.
- * A wake queues an IORING_OP_FUTEX_WAKE(INT32_MAX) with
+ * A wake queues an IORING_OP_FUTEX_WAKE (of one waiter, or all) with
  * IOSQE_CQE_SKIP_SUCCESS and does not wait for it: without SQPOLL the one
  * io_uring_enter that submits it is the wake's only system call; with SQPOLL
  * there is none while the SQ thread is awake. Skipping the success CQE keeps
@@ -153,10 +153,10 @@ static int sys_futex_wait(_Atomic uint32_t *word, uint32_t expect,
 	return -errno;
 }
 
-static int sys_futex_wake(_Atomic uint32_t *word, uint64_t *syscalls)
+static int sys_futex_wake(_Atomic uint32_t *word, uint32_t nr, uint64_t *syscalls)
 {
 	(*syscalls)++;
-	if (syscall(SYS_futex, (void *)word, FUTEX_WAKE, INT32_MAX, NULL, NULL,
+	if (syscall(SYS_futex, (void *)word, FUTEX_WAKE, (int)nr, NULL, NULL,
 		    0) < 0)
 		return -errno;
 	return 0;
@@ -468,7 +468,7 @@ hard_fail:
 	return sys_futex_wait(word, expect, timeout_ns, syscalls);
 }
 
-static int uw_wake(struct up__waker *w, _Atomic uint32_t *word,
+static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 		   uint64_t *syscalls)
 {
 	struct uring_waker *uw = to_uw(w);
@@ -477,7 +477,7 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word,
 	int dummy = UW_PENDING, err;
 
 	if (uw->broken)
-		return sys_futex_wake(word, syscalls);
+		return sys_futex_wake(word, nr, syscalls);
 
 	/* Never wait for a wake's completion; successful wakes post no CQE
 	 * at all, and a failed one is picked up here (two loads when the CQ
@@ -487,9 +487,9 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word,
 	if (!sqe) {
 		/* SQ full: the SQ thread is behind. A direct futex(2) wake
 		 * is equivalent (shared futex, same word) and cannot block. */
-		return sys_futex_wake(word, syscalls);
+		return sys_futex_wake(word, nr, syscalls);
 	}
-	prep_futex(sqe, UP__IORING_OP_FUTEX_WAKE, word, INT32_MAX,
+	prep_futex(sqe, UP__IORING_OP_FUTEX_WAKE, word, nr,
 		   UW_TAG(0, UW_WAKE));
 	/* A successful wake posts nothing: no CQ traffic to reap, and with
 	 * SQPOLL no late wake CQE can cut a later wait's sleep short. */
@@ -504,7 +504,7 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word,
 			int r = ring_enter(uw, 0, 0, 0, NULL, syscalls);
 
 			if (r < 0)
-				return sys_futex_wake(word, syscalls);
+				return sys_futex_wake(word, nr, syscalls);
 		}
 	} else {
 		int r = ring_enter(uw, sq_publish(uw), 0, 0, NULL, syscalls);
@@ -513,7 +513,7 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word,
 			/* The SQE stays queued and goes out with the next
 			 * enter (a harmless extra wake); wake now by hand so
 			 * the sleeper does not wait for that. */
-			return sys_futex_wake(word, syscalls);
+			return sys_futex_wake(word, nr, syscalls);
 		}
 		/* Without SQPOLL the wake ran inline; its CQE is usually
 		 * already there, so errors surface on this very call. */

@@ -30,6 +30,15 @@
  * A reader "reads" by taking one published item (consumed += 1) under the
  * readers' lock, which is one atomic step here.
  *
+ * Wake one. A publish wakes one sleeper (FUTEX_WAKE 1: any one of the
+ * blocked readers, chosen nondeterministically), a close wakes all. Two
+ * rules keep that from stranding data (core/wake.h): a woken sleeper clears
+ * pending once it is up, and a reader that leaves data behind while others
+ * sleep wakes one of them (chain_wake() in ring.c). To exercise the second,
+ * reader 0 may stop after any successful read, as an application that reads
+ * once and goes away would, leaving the rest to the others. MUTANT 4 drops
+ * the chain wake, MUTANT 5 the clearing after a wake; both must fail.
+ *
  * Simplification: ready() (rd_ready) is evaluated in one step. In ring.c it
  * is a few seq_cst loads of monotone words (pos, head, len, writers); the
  * handshake argument only needs that it runs after the sleeper's nwait
@@ -38,6 +47,9 @@
 
 #ifndef NR
 #define NR 2
+#endif
+#if NR > 2
+#error "wake_line's wake-one picks between readers 0 and NR-1: NR <= 2"
 #endif
 #ifndef NW
 #define NW 2
@@ -103,22 +115,38 @@ end_idle:
 #define DRAINED(w)     true
 #endif
 
-/* wake_line(): load nwait; xchg(pending, 1); seq += 1; futex_wake(all). */
-inline wake_line(w)
+/* wake_line(): load nwait; xchg(pending, 1); seq += 1; futex_wake(nr):
+ * ALL = 1 wakes every blocked reader, else one of them (any). A wake for
+ * all goes out even when pending is set: the wake in flight may be for one
+ * reader only (MUTANT 6 lets pending swallow it; that must fail). */
+inline wake_line(w, ALL)
 {
 	if
 	:: nwait == 0 -> skip                 /* nobody asleep: no syscall */
 	:: else ->
 		atomic { DRAINED(w) -> old = pending; pending = 1 }
 		if
+#if MUTANT != 6
+		:: old == 0 || ALL ->
+#else
 		:: old == 0 ->
+#endif
 			atomic { DRAINED(w) -> seq++ }
-			atomic {                        /* FUTEX_WAKE, all waiters */
-				i = 0;
-				do
-				:: i < NR -> inq[i] = 0; i++
-				:: else -> break
-				od;
+			atomic {                        /* FUTEX_WAKE */
+				if
+				:: ALL ->
+					i = 0;
+					do
+					:: i < NR -> inq[i] = 0; i++
+					:: else -> break
+					od
+				:: else ->  /* exactly one, if any is blocked: either */
+					if
+					:: inq[0] -> inq[0] = 0
+					:: inq[NR - 1] -> inq[NR - 1] = 0
+					:: else -> skip
+					fi
+				fi;
 				i = 0
 			}
 		:: else -> skip                 /* a wake is in flight */
@@ -135,19 +163,36 @@ proctype Writer(byte w)
 	do
 	:: n < ITEMS ->
 		STORE_PUB(w);                   /* R1/R2: head or len, seq_cst */
-		wake_line(w);
+		wake_line(w, 0);                /* new data: one reader */
 		n++
 	:: else -> break
 	od;
+#ifndef NOCLOSE
 	STORE_CLOSE(w);                         /* up_close: writers -= 1 */
-	wake_line(w)
+	wake_line(w, 1)                         /* end of stream: all */
+#endif
 }
+
+#ifdef NOCLOSE
+/*
+ * NOCLOSE: the writers publish and then stay open, idle. A close wakes every
+ * reader, which would mask a wake of data that went astray; without it, a
+ * reader left asleep with data to read is stuck for good. When nothing in
+ * the system can move any more (Spin's timeout), every item must have been
+ * read. Readers blocked in futex_wait are then a valid end (end_wait).
+ */
+active proctype Monitor()
+{
+end_mon:
+	timeout -> assert(consumed == PUBLISHED)
+}
+#endif
 
 proctype Reader(byte id)
 {
 	byte s;
-	bit wsnap, got, r;
-	byte spur = 0;
+	bit wsnap, got, r, old;
+	byte spur = 0, i;
 
 read:	/* up__ring_read(): load writers, then read under the lock */
 	wsnap = (writers != 0);
@@ -158,7 +203,19 @@ read:	/* up__ring_read(): load writers, then read under the lock */
 		fi
 	}
 	if
-	:: got -> goto read
+	:: got -> 
+		if
+		:: id == 0 ->                   /* stop here, for good */
+#if MUTANT != 4
+			/* chain_wake(): sleepers, and data left behind */
+			if
+			:: nwait != 0 && consumed < PUBLISHED -> wake_line(0, 0)
+			:: else -> skip
+			fi;
+#endif
+			goto done
+		:: true -> goto read
+		fi
 	:: !got && !wsnap ->
 		assert(consumed == TOTAL);      /* EOF only after every item */
 		goto done
@@ -191,10 +248,16 @@ sleep:	/* wait_ready() after the spin phase */
 			:: else -> inq[id] = 1
 			fi
 		}
+#ifdef NOCLOSE
+end_wait:
+#endif
 		if
 		:: inq[id] == 0 -> skip         /* woken (or never slept) */
 		:: atomic { inq[id] == 1 && spur < MAXSPUR -> inq[id] = 0; spur++ }
 		fi;
+#if MUTANT != 5
+		pending = 0;                    /* up again: next wake is ours to see */
+#endif
 		r = READY
 	fi;
 	nwait--;

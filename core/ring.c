@@ -60,6 +60,11 @@
 
 #include "up_int.h"
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#define UP_HAVE_NT_STORES 1
+#endif
+
 #define UP_CHUNK_BYTES   (64u * 1024u) /* large writes are published in chunks */
 /* Sleeps are cut into slices so a sleeper re-checks brokenness and, where
  * the backend cannot watch pidfds (futex(2)), dead peers: the slice bounds
@@ -117,6 +122,81 @@ static void cur_copy_from(struct iov_cur *c, unsigned char *dst, size_t n)
 		size_t k = n < avail ? n : avail;
 
 		memcpy(dst, (const unsigned char *)c->iov[c->i].iov_base + c->off, k);
+		dst += k;
+		n -= k;
+		c->off += k;
+		if (c->off == c->iov[c->i].iov_len && c->i + 1 < c->cnt) {
+			c->i++;
+			c->off = 0;
+		}
+	}
+}
+
+/*
+ * Whole pages are filled with non-temporal stores. The page a writer fills
+ * was last read by a reader, so its lines sit in the reader's cache; plain
+ * stores must first fetch each line from there (a read-for-ownership across
+ * cores) only to overwrite all of it. Streaming stores skip that fetch: the
+ * other copies are invalidated and the bytes go towards memory, where the
+ * reader's loads find them. Measured here, 1 writer + 1 reader, 1 MiB
+ * pipe, alternating runs: 4 KiB writes 10.2-10.6 GB/s against 5.8-7.9,
+ * 64 KiB writes 10.5-15.9 against 7.0-10.2; in the VM's slow phases, when
+ * moving a line between the two vCPUs is slowest, 11-15 GB/s against 3-4.
+ * Partial pages (small writes, merged into the last page, which the reader
+ * will want from the cache soon) keep memcpy. The stores are weakly
+ * ordered: nt_fence() orders them before the publishing store.
+ */
+#ifdef UP_HAVE_NT_STORES
+static void copy_nt(unsigned char *dst, const unsigned char *src, size_t n)
+{
+	size_t head = (16u - ((uintptr_t)dst & 15u)) & 15u;
+
+	if (head > n)
+		head = n;
+	memcpy(dst, src, head);
+	dst += head;
+	src += head;
+	n -= head;
+	for (; n >= 64; n -= 64, dst += 64, src += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)src);
+		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + 32));
+		__m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + 48));
+
+		_mm_stream_si128((__m128i *)(void *)dst, a);
+		_mm_stream_si128((__m128i *)(void *)(dst + 16), b);
+		_mm_stream_si128((__m128i *)(void *)(dst + 32), c);
+		_mm_stream_si128((__m128i *)(void *)(dst + 48), d);
+	}
+	for (; n >= 16; n -= 16, dst += 16, src += 16)
+		_mm_stream_si128((__m128i *)(void *)dst,
+				 _mm_loadu_si128((const __m128i *)(const void *)src));
+	memcpy(dst, src, n);
+}
+
+static inline void nt_fence(void)
+{
+	_mm_sfence();
+}
+#else
+static void copy_nt(unsigned char *dst, const unsigned char *src, size_t n)
+{
+	memcpy(dst, src, n);
+}
+
+static inline void nt_fence(void)
+{
+}
+#endif
+
+/* cur_copy_from() for a whole page, with streaming stores. */
+static void cur_copy_from_nt(struct iov_cur *c, unsigned char *dst, size_t n)
+{
+	while (n) {
+		size_t avail = c->iov[c->i].iov_len - c->off;
+		size_t k = n < avail ? n : avail;
+
+		copy_nt(dst, (const unsigned char *)c->iov[c->i].iov_base + c->off, k);
 		dst += k;
 		n -= k;
 		c->off += k;
@@ -854,11 +934,16 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 		for (i = 0; i < n && rem; i++) {
 			uint32_t k = rem < ps ? (uint32_t)rem : ps;
 
-			cur_copy_from(&c, page_ptr(p, w->cache[i]), k);
+			if (k == ps)
+				cur_copy_from_nt(&c, page_ptr(p, w->cache[i]), k);
+			else
+				cur_copy_from(&c, page_ptr(p, w->cache[i]), k);
 			lens[i] = k;
 			rem -= k;
 		}
 		n = i;
+		/* The streaming stores above before publish()'s head store. */
+		nt_fence();
 		r = publish(w, w->cache, lens, n);
 		if (r < 0)
 			break;

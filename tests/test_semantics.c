@@ -1027,6 +1027,63 @@ static void zero_length_io(void)
 	up_pipe_release(p);
 }
 
+/*
+ * Whole pages are copied with streaming stores (ring.c, copy_nt()), which
+ * split each piece into an unaligned head, 64- and 16-byte blocks and a
+ * tail: pages filled from many odd-sized, oddly aligned pieces, and from a
+ * source at every alignment, must arrive byte for byte.
+ */
+static void full_pages_from_odd_pieces(void)
+{
+	static const size_t pages[] = { 4096, 64 * KiB };
+	static uint8_t src[3 * 64 * KiB + 64], dst[3 * 64 * KiB + 64];
+	size_t pi;
+
+	harness_fill(46, 0, src, sizeof(src));
+	for (pi = 0; pi < 2; pi++) {
+		struct up_pipe *p = mk_pipe(256 * KiB, pages[pi]);
+		struct up_end *r = mk_end(p, UP_RD), *w = mk_end(p, UP_WR);
+		size_t total = 3 * pages[pi], off = 0, got = 0, a;
+		struct iovec v[1024];
+		int n = 0;
+
+		/* pieces of 1, 2, ... 61 bytes, then 1 again, from odd offsets */
+		while (off < total && n < 1024) {
+			size_t k = (size_t)(n % 61) + 1;
+
+			if (k > total - off || n == 1023)
+				k = total - off;
+			v[n].iov_base = src + 1 + off;
+			v[n].iov_len = k;
+			off += k;
+			n++;
+		}
+		CHECK_EQ(off, total);
+		CHECK_EQ(up_writev(w, v, n), (ssize_t)total);
+		while (got < total) {
+			ssize_t k = up_read(r, dst + got, total - got);
+
+			CHECK(k > 0);
+			got += (size_t)k;
+		}
+		CHECK(memcmp(src + 1, dst, total) == 0);
+		/* one whole page from a source at each alignment 0..16 */
+		for (a = 0; a <= 16; a++) {
+			CHECK_EQ(up_write(w, src + a, pages[pi]), (ssize_t)pages[pi]);
+			for (got = 0; got < pages[pi];) {
+				ssize_t k = up_read(r, dst + got, pages[pi] - got);
+
+				CHECK(k > 0);
+				got += (size_t)k;
+			}
+			CHECK(memcmp(src + a, dst, pages[pi]) == 0);
+		}
+		CHECK_OK(up_close(w));
+		CHECK_OK(up_close(r));
+		up_pipe_release(p);
+	}
+}
+
 static void writev_readv_gather_scatter(void)
 {
 	struct up_pipe *p = mk_pipe(0, 0);
@@ -1795,6 +1852,7 @@ int main(int argc, char **argv)
 	RUN(capacity_rounding);
 	RUN(zero_length_io);
 	RUN(writev_readv_gather_scatter);
+	RUN(full_pages_from_odd_pieces);
 	RUN(zero_copy_reserve_commit_read);
 	RUN(zero_copy_commit_partial_and_rereserve);
 	RUN(zero_copy_close_returns_reserved_pages);

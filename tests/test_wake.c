@@ -778,8 +778,15 @@ static void run_all(int sqpoll)
 	fprintf(stderr, "  immediate: ok\n");
 	test_thread_wake(sqpoll);
 	fprintf(stderr, "  thread wake: ok\n");
-	test_wake_one(sqpoll);
-	fprintf(stderr, "  wake one / wake all: ok\n");
+	/* Only without SQPOLL: there a sleeper seen asleep in the kernel has
+	 * armed its FUTEX_WAIT (submitted inline by its own enter); with
+	 * SQPOLL the SQ thread arms it later, so a wake that leaves the word
+	 * unchanged could come first and find nobody (CI caught exactly that
+	 * under ASan). Both backends issue the same FUTEX_WAKE with nr. */
+	if (!sqpoll) {
+		test_wake_one(sqpoll);
+		fprintf(stderr, "  wake one / wake all: ok\n");
+	}
 	test_cross_process(sqpoll);
 	fprintf(stderr, "  cross-process (uring<->futex(2)): ok\n");
 	test_fork_destroy(sqpoll);

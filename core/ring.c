@@ -115,22 +115,6 @@ struct iov_cur {
 	size_t off;
 };
 
-static void cur_copy_from(struct iov_cur *c, unsigned char *dst, size_t n)
-{
-	while (n) {
-		size_t avail = c->iov[c->i].iov_len - c->off;
-		size_t k = n < avail ? n : avail;
-
-		memcpy(dst, (const unsigned char *)c->iov[c->i].iov_base + c->off, k);
-		dst += k;
-		n -= k;
-		c->off += k;
-		if (c->off == c->iov[c->i].iov_len && c->i + 1 < c->cnt) {
-			c->i++;
-			c->off = 0;
-		}
-	}
-}
 
 /*
  * Whole pages are filled with non-temporal stores. The page a writer fills
@@ -189,14 +173,18 @@ static inline void nt_fence(void)
 }
 #endif
 
-/* cur_copy_from() for a whole page, with streaming stores. */
-static void cur_copy_from_nt(struct iov_cur *c, unsigned char *dst, size_t n)
+/* Copy @n bytes from the cursor to @dst, with streaming stores if @nt. */
+static void cur_copy_in(struct iov_cur *c, unsigned char *dst, size_t n, bool nt)
 {
 	while (n) {
 		size_t avail = c->iov[c->i].iov_len - c->off;
 		size_t k = n < avail ? n : avail;
+		const unsigned char *src = (const unsigned char *)c->iov[c->i].iov_base + c->off;
 
-		copy_nt(dst, (const unsigned char *)c->iov[c->i].iov_base + c->off, k);
+		if (nt)
+			copy_nt(dst, src, k);
+		else
+			memcpy(dst, src, k);
 		dst += k;
 		n -= k;
 		c->off += k;
@@ -205,6 +193,11 @@ static void cur_copy_from_nt(struct iov_cur *c, unsigned char *dst, size_t n)
 			c->off = 0;
 		}
 	}
+}
+
+static void cur_copy_from(struct iov_cur *c, unsigned char *dst, size_t n)
+{
+	cur_copy_in(c, dst, n, false);
 }
 
 static void cur_copy_to(struct iov_cur *c, const unsigned char *src, size_t n)
@@ -737,47 +730,85 @@ void up__ring_init(struct up_pipe *p)
 }
 
 /*
- * Append @n bytes at the end of the last live page when they all fit.
- * Returns 1 when done, 0 when there is no room (nothing written), -EPROTO,
- * -EAGAIN (lock busy on a non-blocking end).
+ * Under the writers' lock: the last live slot, its len and its page.
+ * Returns 0, or -EPROTO (the caller drops the lock) when they are out of
+ * range.
  */
-static int try_merge(struct up_end *w, struct iov_cur *c, size_t n)
+static int last_slot(struct up_pipe *p, struct up_shm_slot **sp, uint32_t *lenp,
+		     uint32_t *pgp)
 {
-	struct up_pipe *p = w->p;
-	struct up_shm_slot *s;
-	uint32_t h, len, pg;
-	int r;
-
-	r = lock_take(w, &p->ln->wlock.word, w->flags & UP_NONBLOCK);
-	if (r < 0)
-		return r;
 	/* Relaxed: head is written only under the writers' lock we hold. */
-	h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
+	uint32_t h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
 	/*
 	 * No need to load tail (a line the readers write) to know that slot
 	 * h-1 is still live: readers retire the last slot only once it is full,
 	 * len never shrinks, so a slot h-1 with room has never been retired.
 	 * The empty new ring has a full sentinel at h-1 (up__ring_init()).
 	 */
-	s = slot_at(p, h - 1);
+	struct up_shm_slot *s = slot_at(p, h - 1);
+
 	/* Relaxed: len and page of the last slot are written only by writers,
 	 * under the lock we hold. */
-	len = atomic_load_explicit(&s->len, memory_order_relaxed);
-	pg = atomic_load_explicit(&s->page, memory_order_relaxed);
-	if (len > p->g.page_size || pg >= p->g.page_count) {
+	*lenp = atomic_load_explicit(&s->len, memory_order_relaxed);
+	*pgp = atomic_load_explicit(&s->page, memory_order_relaxed);
+	*sp = s;
+	if (*lenp > p->g.page_size || *pgp >= p->g.page_count)
+		return -EPROTO;
+	return 0;
+}
+
+/*
+ * Take the writers' lock and find room for @n bytes at the end of the last
+ * live page. Returns 1 with the lock held and *sp, *lenp, *pgp set; 0 when
+ * there is no room (lock dropped); -EPROTO, or -EAGAIN (lock busy on a
+ * non-blocking end).
+ */
+static int merge_open(struct up_end *w, size_t n, struct up_shm_slot **sp, uint32_t *lenp,
+		      uint32_t *pgp)
+{
+	struct up_pipe *p = w->p;
+	int r;
+
+	r = lock_take(w, &p->ln->wlock.word, w->flags & UP_NONBLOCK);
+	if (r < 0)
+		return r;
+	if (last_slot(p, sp, lenp, pgp) < 0) {
 		lock_drop(w, &p->ln->wlock.word);
 		return proto_error(p);
 	}
-	if (p->g.page_size - len < n) {
+	if (p->g.page_size - *lenp < n) {
 		lock_drop(w, &p->ln->wlock.word);
 		return 0;
 	}
-	cur_copy_from(c, page_ptr(p, pg) + len, n);
-	/* R2: the bytes above before the new len; pairs with A2 in
+	return 1;
+}
+
+/* Publish the merged bytes by growing @s's len to @len; drop the lock. */
+static void merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
+{
+	/* R2: the bytes below len before the new len; pairs with A2 in
 	 * read_locked(). seq_cst: the progress store of the handshake. */
-	atomic_store_explicit(&s->len, len + (uint32_t)n, memory_order_seq_cst);
-	lock_drop(w, &p->ln->wlock.word);
-	wake_line(w, &p->ln->rd_wait, 1);
+	atomic_store_explicit(&s->len, len, memory_order_seq_cst);
+	lock_drop(w, &w->p->ln->wlock.word);
+	wake_line(w, &w->p->ln->rd_wait, 1);
+}
+
+/*
+ * Append @n bytes at the end of the last live page when they all fit.
+ * Returns 1 when done, 0 when there is no room (nothing written), -EPROTO,
+ * -EAGAIN (lock busy on a non-blocking end).
+ */
+static int try_merge(struct up_end *w, struct iov_cur *c, size_t n)
+{
+	struct up_shm_slot *s;
+	uint32_t len, pg;
+	int r;
+
+	r = merge_open(w, n, &s, &len, &pg);
+	if (r <= 0)
+		return r;
+	cur_copy_from(c, page_ptr(w->p, pg) + len, n);
+	merge_close(w, s, len + (uint32_t)n);
 	return 1;
 }
 
@@ -934,10 +965,7 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 		for (i = 0; i < n && rem; i++) {
 			uint32_t k = rem < ps ? (uint32_t)rem : ps;
 
-			if (k == ps)
-				cur_copy_from_nt(&c, page_ptr(p, w->cache[i]), k);
-			else
-				cur_copy_from(&c, page_ptr(p, w->cache[i]), k);
+			cur_copy_in(&c, page_ptr(p, w->cache[i]), k, k == ps);
 			lens[i] = k;
 			rem -= k;
 		}
@@ -971,28 +999,14 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
  */
 static ssize_t reserve_merge(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
 {
-	struct up_pipe *p = w->p;
 	struct up_shm_slot *s;
-	uint32_t h, have, pg;
+	uint32_t have, pg;
 	int r;
 
-	r = lock_take(w, &p->ln->wlock.word, w->flags & UP_NONBLOCK);
-	if (r < 0)
+	r = merge_open(w, len, &s, &have, &pg);
+	if (r <= 0)
 		return r;
-	/* Relaxed: under the writers' lock, as in try_merge(). */
-	h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
-	s = slot_at(p, h - 1);
-	have = atomic_load_explicit(&s->len, memory_order_relaxed);
-	pg = atomic_load_explicit(&s->page, memory_order_relaxed);
-	if (have > p->g.page_size || pg >= p->g.page_count) {
-		lock_drop(w, &p->ln->wlock.word);
-		return proto_error(p);
-	}
-	if (p->g.page_size - have < len) {
-		lock_drop(w, &p->ln->wlock.word);
-		return 0;
-	}
-	iov[0].iov_base = page_ptr(p, pg) + have;
+	iov[0].iov_base = page_ptr(w->p, pg) + have;
 	iov[0].iov_len = len;
 	*iovcnt = 1;
 	w->resv_merge = true;
@@ -1005,23 +1019,17 @@ static int commit_merge(struct up_end *w, size_t n)
 {
 	struct up_pipe *p = w->p;
 	struct up_shm_slot *s;
-	uint32_t h, have;
+	uint32_t have, pg;
 
 	w->resv_merge = false;
 	w->resv_bytes = 0;
-	h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
-	s = slot_at(p, h - 1);
-	have = atomic_load_explicit(&s->len, memory_order_relaxed);
 	/* Under our lock nobody else wrote head or len: re-check anyway, the
 	 * segment is shared with processes we do not trust. */
-	if (have > p->g.page_size || p->g.page_size - have < n) {
+	if (last_slot(p, &s, &have, &pg) < 0 || p->g.page_size - have < n) {
 		lock_drop(w, &p->ln->wlock.word);
 		return proto_error(p);
 	}
-	/* R2, as in try_merge(). */
-	atomic_store_explicit(&s->len, have + (uint32_t)n, memory_order_seq_cst);
-	lock_drop(w, &p->ln->wlock.word);
-	wake_line(w, &p->ln->rd_wait, 1);
+	merge_close(w, s, have + (uint32_t)n);
 	up__count(&w->c.bytes_written, n);
 	up__count(&w->c.writes, 1);
 	return 0;

@@ -263,6 +263,25 @@ static HARNESS_UNUSED double harness_now(void)
  * as soon as a child changes state. On timeout the child is killed with
  * SIGKILL and reaped, and -ETIMEDOUT is returned; otherwise 0 and *status.
  */
+/* CLOCK_MONOTONIC in nanoseconds. */
+static HARNESS_UNUSED uint64_t harness_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Sleep @ns, resumed across signals. For pacing a load (idle gaps, bursts),
+ * never to order events: use harness_tid_state() or a handshake for that. */
+static HARNESS_UNUSED void harness_nap_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+}
+
 static HARNESS_UNUSED void harness_block_sigchld(void)
 {
 	sigset_t set;

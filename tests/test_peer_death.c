@@ -92,23 +92,6 @@ static int g_reps = 20;
 static const char *g_backend = "?";
 static uint64_t g_max_lat_all;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void nap_ns(uint64_t ns)
-{
-	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
-		;
-}
-
-
 /* ---- records ---- */
 
 static size_t rec_len(uint64_t seq)
@@ -209,7 +192,7 @@ static HARNESS_NORETURN void victim_reader(struct up_pipe *inh, bool stream)
 /* Polls the shared flag; a victim that died before setting it fails. */
 static void victim_wait_ready(pid_t pid)
 {
-	uint64_t deadline = now_ns() + 10000000000ull;
+	uint64_t deadline = harness_now_ns() + 10000000000ull;
 	int status;
 
 	while (!atomic_load(&g_sh->victim_ready)) {
@@ -217,8 +200,8 @@ static void victim_wait_ready(pid_t pid)
 			fprintf(stderr, "victim %d exited early (status 0x%x)\n", (int)pid, status);
 			harness_fail();
 		}
-		CHECK(now_ns() < deadline);
-		nap_ns(50000);
+		CHECK(harness_now_ns() < deadline);
+		harness_nap_ns(50000);
 	}
 }
 
@@ -239,7 +222,7 @@ static void *surv_reader(void *arg)
 			atomic_store_explicit(&s->in_final_call, 1, memory_order_seq_cst);
 		n = up_read(s->e, buf + have, sizeof(buf) - have);
 		if (n <= 0) {
-			atomic_store(&s->t_done, now_ns());
+			atomic_store(&s->t_done, harness_now_ns());
 			atomic_store(&s->result, n);
 			break;
 		}
@@ -277,7 +260,7 @@ static void *surv_writer(void *arg)
 			atomic_store_explicit(&s->in_final_call, 1, memory_order_seq_cst);
 		r = up_write(s->e, buf, n);
 		if (r < 0) {
-			atomic_store(&s->t_done, now_ns());
+			atomic_store(&s->t_done, harness_now_ns());
 			atomic_store(&s->result, r);
 			break;
 		}
@@ -308,18 +291,18 @@ static struct up_pipe *mk_pipe(void)
 /* Polls until the survivor thread is inside its final call and asleep. */
 static void wait_survivor_asleep(struct surv *s, struct up_pipe *p)
 {
-	uint64_t deadline = now_ns() + 10000000000ull;
+	uint64_t deadline = harness_now_ns() + 10000000000ull;
 	struct up_stats st;
 	uint64_t waits0;
 
 	while (!atomic_load(&s->in_final_call) || atomic_load(&s->tid) == 0) {
-		CHECK(now_ns() < deadline);
-		nap_ns(50000);
+		CHECK(harness_now_ns() < deadline);
+		harness_nap_ns(50000);
 	}
 	CHECK_OK(up_stats(p, &st));
 	waits0 = st.waits;
 	for (;;) {
-		CHECK(now_ns() < deadline);
+		CHECK(harness_now_ns() < deadline);
 		CHECK_EQ(atomic_load(&s->t_done), 0); /* must not return by itself */
 		if (harness_tid_state(atomic_load(&s->tid)) == 'S') {
 			CHECK_OK(up_stats(p, &st));
@@ -329,7 +312,7 @@ static void wait_survivor_asleep(struct surv *s, struct up_pipe *p)
 				if (harness_tid_state(atomic_load(&s->tid)) == 'S')
 					break;
 		}
-		nap_ns(100000);
+		harness_nap_ns(100000);
 	}
 }
 
@@ -372,17 +355,17 @@ static uint64_t kill_once(enum kcase kc, int rep)
 	CHECK_EQ(pthread_create(&th, NULL, writer_victim ? surv_reader : surv_writer, &s), 0);
 	if (stream) {
 		/* Let a real stream run: a few hundred records each way. */
-		uint64_t deadline = now_ns() + 10000000000ull;
+		uint64_t deadline = harness_now_ns() + 10000000000ull;
 
 		while ((writer_victim ? atomic_load(&s.records)
 				      : atomic_load(&g_sh->consumed) / 2048) < 300) {
-			CHECK(now_ns() < deadline);
-			nap_ns(50000);
+			CHECK(harness_now_ns() < deadline);
+			harness_nap_ns(50000);
 		}
 	} else {
 		wait_survivor_asleep(&s, p);
 	}
-	t0 = now_ns();
+	t0 = harness_now_ns();
 	CHECK_SYS(kill(pid, SIGKILL));
 	if (kc != ZOMBIE_WRITER) {
 		while (waitpid(pid, &status, 0) < 0)
@@ -536,7 +519,7 @@ static void *stream_reader(void *arg)
 		}
 		off += (uint64_t)r;
 	}
-	s->t_eof = now_ns();
+	s->t_eof = harness_now_ns();
 	s->bytes = off;
 	return NULL;
 }
@@ -592,7 +575,7 @@ static void mid_reserve(bool require_recovery)
 	CHECK_EQ(pthread_create(&tw, NULL, stream_writer, &sw), 0);
 	CHECK_EQ(pthread_create(&tr, NULL, stream_reader, &sr), 0);
 	CHECK_EQ(pthread_join(tw, NULL), 0);
-	t_close = now_ns();
+	t_close = harness_now_ns();
 	CHECK_OK(up_close(w));
 	CHECK_EQ(pthread_join(tr, NULL), 0);
 	CHECK_EQ(sr.bytes, 32u << 20);

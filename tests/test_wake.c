@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "wake.h"
 
 #ifndef SYS_pidfd_open
@@ -43,25 +44,6 @@
 
 #define MS UINT64_C(1000000)
 #define SEC UINT64_C(1000000000)
-
-#define CHECK(c)                                                              \
-	do {                                                                  \
-		if (!(c)) {                                                   \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, \
-				__LINE__, #c);                                \
-			exit(1);                                              \
-		}                                                             \
-	} while (0)
-
-#define CHECK_EQ(a, b)                                                        \
-	do {                                                                  \
-		long long a_ = (long long)(a), b_ = (long long)(b);           \
-		if (a_ != b_) {                                               \
-			fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", \
-				__FILE__, __LINE__, #a, #b, a_, b_);          \
-			exit(1);                                              \
-		}                                                             \
-	} while (0)
 
 static uint64_t now_ns(void)
 {
@@ -103,26 +85,6 @@ static int do_wake(struct up__waker *w, _Atomic uint32_t *word, uint64_t *calls)
 	return w->ops->wake(w, word, UP_WAKE_ALL, calls);
 }
 
-/* Scheduler state letter of @tid in process @pid, or 0 if unreadable. */
-static char task_state(pid_t pid, pid_t tid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return (p && p[1] == ' ') ? p[2] : 0;
-}
-
 /*
  * Wait (bounded, 2 s) until the thread is asleep in the kernel. Returns 1 if
  * seen asleep; 0 otherwise (the test then still runs, it just proves less).
@@ -132,7 +94,7 @@ static int wait_asleep(pid_t pid, pid_t tid)
 	uint64_t end = now_ns() + 2 * SEC;
 
 	while (now_ns() < end) {
-		if (task_state(pid, tid) == 'S')
+		if (harness_tid_state(tid) == 'S')
 			return 1;
 		nap_us(50);
 	}

@@ -97,27 +97,10 @@ static struct cfg g_cfg;
 
 /* ---- small helpers ---- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void nap_ns(uint64_t ns)
-{
-	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
-		;
-}
-
 static pid_t my_tid(void)
 {
 	return (pid_t)syscall(SYS_gettid);
 }
-
 
 static void fwait(_Atomic uint32_t *w, uint32_t val)
 {
@@ -145,7 +128,7 @@ static void barrier(int total)
 {
 	atomic_fetch_add_explicit(&g_ctl->ready, 1, memory_order_seq_cst);
 	while (atomic_load_explicit(&g_ctl->ready, memory_order_seq_cst) < (uint32_t)total)
-		nap_ns(20000);
+		harness_nap_ns(20000);
 }
 
 /* ---- records ---- */
@@ -327,7 +310,7 @@ static void pp_run(int side)
 {
 	struct up_end *out = NULL, *in = NULL;
 	struct harness_rng rng;
-	uint64_t deadline = now_ns() + (uint64_t)(g_case_seconds * 1e9);
+	uint64_t deadline = harness_now_ns() + (uint64_t)(g_case_seconds * 1e9);
 	uint64_t round = 0;
 	const uint64_t max_rounds = 200000;
 
@@ -342,12 +325,12 @@ static void pp_run(int side)
 		ssize_t r;
 
 		if (side == 0 &&
-		    (round >= max_rounds || (round >= 2000 && now_ns() > deadline)))
+		    (round >= max_rounds || (round >= 2000 && harness_now_ns() > deadline)))
 			break;
 		/* A gap on either side now and then: the peer, spinning for
 		 * at most ~50 us, then finds itself asleep. */
 		if (side == 0 && harness_rng_range(&rng, 0, 3) == 0)
-			nap_ns(harness_rng_range(&rng, 60000, 300000));
+			harness_nap_ns(harness_rng_range(&rng, 60000, 300000));
 		if (side == 0) {
 			set_phase(side, PH_WRITE);
 			r = up_write(out, &want, 1);
@@ -370,7 +353,7 @@ static void pp_run(int side)
 			uint8_t resp = (uint8_t)(b ^ 0xff);
 
 			if (harness_rng_range(&rng, 0, 7) == 0)
-				nap_ns(harness_rng_range(&rng, 60000, 300000));
+				harness_nap_ns(harness_rng_range(&rng, 60000, 300000));
 			set_phase(side, PH_WRITE);
 			r = up_write(out, &resp, 1);
 			set_phase(side, PH_IDLE);
@@ -458,11 +441,11 @@ static bool all_asleep_with_work(int nwk, const int *wkidx)
 static void watch_until(bool (*done)(uint64_t), uint64_t arg, int nwk, const int *wkidx,
 			uint64_t *max_stall)
 {
-	uint64_t last_prog = atomic_load(&g_ctl->progress), t_prog = now_ns();
+	uint64_t last_prog = atomic_load(&g_ctl->progress), t_prog = harness_now_ns();
 
 	while (!done(arg)) {
 		siginfo_t si;
-		uint64_t pr = atomic_load(&g_ctl->progress), t = now_ns();
+		uint64_t pr = atomic_load(&g_ctl->progress), t = harness_now_ns();
 
 		/* A forked worker that failed: stop here, not at the watchdog. */
 		memset(&si, 0, sizeof(si));
@@ -479,18 +462,18 @@ static void watch_until(bool (*done)(uint64_t), uint64_t arg, int nwk, const int
 			t_prog = t;
 		} else if (t - t_prog > STALL_NS && all_asleep_with_work(nwk, wkidx)) {
 			/* Confirm once: still nothing moved, still all asleep. */
-			nap_ns(2000000);
+			harness_nap_ns(2000000);
 			if (atomic_load(&g_ctl->progress) == last_prog && !done(arg) &&
 			    all_asleep_with_work(nwk, wkidx)) {
 				fprintf(stderr,
 					"LOST WAKEUP: no progress for %.1f ms, every worker in a call is asleep "
 					"(produced %" PRIu64 ", consumed %" PRIu64 ")\n",
-					(double)(now_ns() - t_prog) / 1e6,
+					(double)(harness_now_ns() - t_prog) / 1e6,
 					atomic_load(&g_ctl->produced), atomic_load(&g_ctl->consumed));
 				harness_fail();
 			}
 		}
-		nap_ns(100000);
+		harness_nap_ns(100000);
 	}
 }
 
@@ -570,7 +553,7 @@ static void run_case(const struct cfg *c)
 		watch_until(rounds_done, 0, n, wkidx, &max_stall);
 	} else {
 		struct harness_rng rng;
-		uint64_t deadline = now_ns() + (uint64_t)(g_case_seconds * 1e9);
+		uint64_t deadline = harness_now_ns() + (uint64_t)(g_case_seconds * 1e9);
 
 		harness_rng_seed(&rng, g_seed ^ 0x6a9);
 		for (bursts = 1; bursts < 100000; bursts++) {
@@ -580,8 +563,8 @@ static void run_case(const struct cfg *c)
 			fwake(&g_ctl->burst);
 			watch_until(consumed_reached, total_bytes, n, wkidx, &max_stall);
 			/* The idle gap: load shaping only. */
-			nap_ns(harness_rng_range(&rng, 80000, 1500000));
-			if (bursts >= 50 && now_ns() > deadline)
+			harness_nap_ns(harness_rng_range(&rng, 80000, 1500000));
+			if (bursts >= 50 && harness_now_ns() > deadline)
 				break;
 		}
 		atomic_store_explicit(&g_ctl->stop, 1, memory_order_release);

@@ -112,6 +112,7 @@ static int end_slot_claim(struct up_pipe *p, uint32_t role, uint32_t *idx, uint3
 							    memory_order_acq_rel,
 							    memory_order_relaxed)) {
 			*state = next;
+			atomic_store_explicit(&se->busy, UP_BUSY_OUT, memory_order_relaxed);
 			atomic_store_explicit(&se->pid, (int32_t)getpid(), memory_order_release);
 			atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1,
 						  memory_order_release);
@@ -166,6 +167,13 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		goto err_free;
 	}
 	e->pid = getpid();
+	if (dir == UP_WR) {
+		/* UP_WRITER_BIAS=0: the plain writers' lock, for comparison
+		 * and for tests of that path (ring.c, "the writers' lock"). */
+		const char *v = getenv("UP_WRITER_BIAS");
+
+		e->bias_off = v && strcmp(v, "0") == 0;
+	}
 	r = end_slot_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, &e->idx, &st);
 	if (r == -EMFILE && up__peers_reap(e) > 0) {
 		/* Entries of processes that died without closing are reaped

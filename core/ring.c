@@ -26,16 +26,18 @@
  * room, the reader only retires slot head-1 when it has none, and len is
  * written only by writers, so the two never act on the same slot at once.
  *
- * The writers' lock is a futex-backed spinlock on the producer line; with
- * one writer it is an uncontended CAS on a line no reader writes, the same
- * cost as the seq_cst store that the sleep handshake needs anyway (measured:
- * docs/PERFORMANCE.md). Rejected alternatives:
+ * The writers' lock is a futex-backed spinlock on its own line. With one
+ * writer it is biased to that writer, which then enters with a plain store
+ * and a load and no locked instruction; a second writer takes the bias back
+ * with membarrier(2) ("the writers' lock, biased to a lone writer", below).
+ * Rejected alternatives:
  *  - DPDK-style multi-producer CAS on head, then in-order tail update: a
  *    preempted writer stalls all later writers (bad with 5 writers on 2
  *    cores) and merging into the last page would need a second protocol;
- *  - a lock-free single-writer mode switched on the writer count: a writer
- *    joining while the sole writer is mid-publish needs a handshake costing
- *    a full fence per write, which is what the CAS costs.
+ *  - a lone-writer mode switched on the writer count alone: a writer
+ *    joining while the sole writer is mid-publish needs a handshake, and
+ *    with an ordinary fence on both sides it costs the lone writer what the
+ *    lock's CAS costs. The bias puts that fence on the joining side only.
  *
  * Memory-order pairs (tags used below):
  *   R1/A1  head: slot contents written before the head store are visible to
@@ -717,6 +719,185 @@ static void lock_drop(struct up_end *e, _Atomic uint32_t *lk)
 }
 
 /* ------------------------------------------------------------------------ */
+/* the writers' lock, biased to a lone writer */
+
+/*
+ * With one writer, taking and dropping the writers' lock were two of the
+ * three locked instructions of every small write (the third is the seq_cst
+ * len store that the sleep handshake needs), and measured a fifth of the
+ * 100-byte stream (docs/DESIGN-NOTES.md). So the lock is biased, as the
+ * JVM's biased locking does, to a writer that takes it while it is the only
+ * one: that writer then enters by storing UP_BUSY_IN to its own endpoint
+ * entry and checking that the bias still names it, and leaves by storing
+ * UP_BUSY_OUT: no locked instruction, no line another core writes.
+ *
+ * Any other writer takes the word as before and, finding a bias, takes it
+ * back:
+ *   1. marks it UP_BIAS_REVOKE, so the owner's next entry fails;
+ *   2. membarrier() (fence.c): the owner either had stored UP_BUSY_IN
+ *      before the barrier, and that store is visible now, or it loads the
+ *      bias after it and sees the mark;
+ *   3. waits while the owner is UP_BUSY_IN (or, where membarrier is
+ *      refused, until the owner acknowledges with UP_BUSY_ACK), or gone;
+ *   4. clears the bias. It holds the word and the owner stays out: the
+ *      owner found the bias changed and takes the word like anyone else.
+ * Step 2 replaces the fence the owner would need between its store and its
+ * load; tests/model/bias.pml checks the protocol with the owner's store
+ * buffer modelled, and that it fails without step 2 or 3. The bias is
+ * entered only by a holder of the word that sees itself the only writer
+ * and whose process registered for membarrier, so a second writer costs
+ * one barrier (12 us here) once, and never two owners exist.
+ */
+#define UP_BIAS_SPINS   256
+#define UP_BIAS_YIELDS  64
+#define UP_BIAS_NAP_MAX 1000000u /* ns */
+
+static void nap(uint32_t ns)
+{
+	struct timespec ts = { 0, (long)ns };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Holding the word: take back the bias @b. 0, or -EAGAIN (non-blocking,
+ * the owner is inside), or -EPROTO. */
+static int bias_revoke(struct up_end *w, uint32_t b)
+{
+	struct up_pipe *p = w->p;
+	_Atomic uint32_t *bias = &p->ln->wlock.bias;
+	uint32_t owner = b & ~UP_BIAS_REVOKE;
+	uint32_t idx = owner & UP_END_ROLE_MASK;
+	uint32_t naps = 1000, i;
+	uint64_t sc = 0;
+	bool fenced;
+
+	/* Garbage, or this end's own bias left from before (a bias is never
+	 * entered twice by one end without the word): nobody to wait for. */
+	if (idx == 0 || idx > p->g.max_ends || owner == w->lock_id)
+		goto clear;
+	/* Step 1. seq_cst: before the barrier, which orders it anyway. */
+	atomic_store_explicit(bias, owner | UP_BIAS_REVOKE, memory_order_seq_cst);
+	/* Step 2. */
+	fenced = up__membarrier(&sc) == 0;
+	up__count(&w->c.syscalls, sc);
+	up__count(&w->c.revokes, 1);
+	/* Step 3. */
+	_Atomic uint32_t *busy = &p->ends[idx - 1].busy;
+	for (i = 0;; i++) {
+		/* Acquire: pairs with the owner's release of UP_BUSY_OUT or
+		 * UP_BUSY_ACK; its critical section comes before ours. */
+		uint32_t st = atomic_load_explicit(busy, memory_order_acquire);
+
+		if (st == UP_BUSY_ACK || (fenced && st != UP_BUSY_IN))
+			break;
+		if (is_broken(p))
+			return -EPROTO;
+		if (i < UP_BIAS_SPINS) {
+			up__cpu_relax();
+			continue;
+		}
+		if (i < UP_BIAS_SPINS + UP_BIAS_YIELDS) {
+			sched_yield();
+			up__count(&w->c.syscalls, 1);
+			continue;
+		}
+		/* The owner is preempted, holds a reservation open, or died
+		 * inside: whatever it published is whole (single stores). */
+		if (up__lock_owner_gone(w, owner))
+			break;
+		if (w->flags & UP_NONBLOCK)
+			return -EAGAIN; /* the mark stays; the next taker goes on */
+		nap(naps);
+		up__count(&w->c.syscalls, 1);
+		if (naps < UP_BIAS_NAP_MAX)
+			naps *= 2;
+	}
+clear:
+	/* Step 4. Relaxed: we hold the word; its release publishes this. */
+	atomic_store_explicit(bias, 0, memory_order_relaxed);
+	return 0;
+}
+
+static int wlock_take(struct up_end *w)
+{
+	struct up_pipe *p = w->p;
+	struct up_shm_lock *l = &p->ln->wlock;
+	uint64_t sc = 0;
+	uint32_t b;
+	int r;
+
+	if (w->biased) {
+		_Atomic uint32_t *busy = &p->ends[w->idx].busy;
+
+		/* Relaxed store, then load, with no fence between: the revoker's
+		 * membarrier() is the fence (see above). The compiler barrier
+		 * keeps the two in this order in the code. */
+		atomic_store_explicit(busy, UP_BUSY_IN, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst);
+		/* Acquire: the critical section's loads come after. */
+		if (atomic_load_explicit(&l->bias, memory_order_acquire) == w->lock_id)
+			return 0;
+		/* Release: our earlier critical sections before the ACK. */
+		atomic_store_explicit(busy, UP_BUSY_ACK, memory_order_release);
+		w->biased = false;
+	}
+	r = lock_take(w, &l->word, w->flags & UP_NONBLOCK);
+	if (r < 0)
+		return r;
+	/* Relaxed: written only by holders of the word, which we are. */
+	b = atomic_load_explicit(&l->bias, memory_order_relaxed);
+	if (b != 0) {
+		r = bias_revoke(w, b);
+		if (r < 0) {
+			lock_drop(w, &l->word);
+			return r == -EPROTO ? proto_error(p) : r;
+		}
+	}
+	/* The only writer: bias the lock to this end. Relaxed: the writer
+	 * count is a hint; a writer that joined meanwhile takes it back. */
+	if (!w->bias_off && atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed) == 1 &&
+	    up__membarrier_registered(w->pid, &sc)) {
+		atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_IN, memory_order_relaxed);
+		atomic_store_explicit(&l->bias, w->lock_id, memory_order_relaxed);
+		w->biased = true;
+		/* Release: both stores before the word is free. */
+		lock_drop(w, &l->word);
+	}
+	up__count(&w->c.syscalls, sc);
+	return 0;
+}
+
+static void wlock_drop(struct up_end *w)
+{
+	struct up_pipe *p = w->p;
+
+	if (w->biased)
+		/* Release: the critical section before a revoker's acquire. */
+		atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_OUT, memory_order_release);
+	else
+		lock_drop(w, &p->ln->wlock.word);
+}
+
+/* A writer closing: give the bias up, so the next writer need not take it
+ * back with a barrier. Never blocks (close must not). */
+static void wlock_unbias(struct up_end *w)
+{
+	struct up_pipe *p = w->p;
+	struct up_shm_lock *l = &p->ln->wlock;
+
+	if (!w->biased)
+		return;
+	w->biased = false;
+	/* Out for good: a revoker that could not fence waits for this. */
+	atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_ACK, memory_order_release);
+	if (lock_take(w, &l->word, true) < 0)
+		return; /* a revoker holds it: it finds us out */
+	if (atomic_load_explicit(&l->bias, memory_order_relaxed) == w->lock_id)
+		atomic_store_explicit(&l->bias, 0, memory_order_relaxed);
+	lock_drop(w, &l->word);
+}
+
+/* ------------------------------------------------------------------------ */
 /* writer side */
 
 void up__ring_init(struct up_pipe *p)
@@ -769,15 +950,15 @@ static int merge_open(struct up_end *w, size_t n, struct up_shm_slot **sp, uint3
 	struct up_pipe *p = w->p;
 	int r;
 
-	r = lock_take(w, &p->ln->wlock.word, w->flags & UP_NONBLOCK);
+	r = wlock_take(w);
 	if (r < 0)
 		return r;
 	if (last_slot(p, sp, lenp, pgp) < 0) {
-		lock_drop(w, &p->ln->wlock.word);
+		wlock_drop(w);
 		return proto_error(p);
 	}
 	if (p->g.page_size - *lenp < n) {
-		lock_drop(w, &p->ln->wlock.word);
+		wlock_drop(w);
 		return 0;
 	}
 	return 1;
@@ -789,7 +970,7 @@ static void merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
 	/* R2: the bytes below len before the new len; pairs with A2 in
 	 * read_locked(). seq_cst: the progress store of the handshake. */
 	atomic_store_explicit(&s->len, len, memory_order_seq_cst);
-	lock_drop(w, &w->p->ln->wlock.word);
+	wlock_drop(w);
 	wake_line(w, &w->p->ln->rd_wait, 1);
 }
 
@@ -820,7 +1001,7 @@ static int publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens
 	uint32_t h, t, i;
 	int r;
 
-	r = lock_take(w, &p->ln->wlock.word, w->flags & UP_NONBLOCK);
+	r = wlock_take(w);
 	if (r < 0)
 		return r;
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
@@ -838,7 +1019,7 @@ static int publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens
 		t = up__pos_tail(atomic_load_explicit(&p->ln->cons.pos, memory_order_acquire));
 		w->tail_cache = t;
 		if (h - t > p->g.slot_count || p->g.slot_count - (h - t) < n) {
-			lock_drop(w, &p->ln->wlock.word);
+			wlock_drop(w);
 			return proto_error(p);
 		}
 	}
@@ -855,7 +1036,7 @@ static int publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens
 	/* R1: publish slots [h, h+n); pairs with A1 in read_locked() and
 	 * peek. seq_cst: the progress store of the handshake. */
 	atomic_store_explicit(&p->ln->prod.head, h + n, memory_order_seq_cst);
-	lock_drop(w, &p->ln->wlock.word);
+	wlock_drop(w);
 	wake_line(w, &p->ln->rd_wait, 1);
 	return 0;
 }
@@ -895,7 +1076,7 @@ static void resv_cancel(struct up_end *w)
 {
 	if (w->resv_merge) {
 		w->resv_merge = false;
-		lock_drop(w, &w->p->ln->wlock.word);
+		wlock_drop(w);
 	}
 	w->resv_pages = 0;
 	w->resv_bytes = 0;
@@ -1026,7 +1207,7 @@ static int commit_merge(struct up_end *w, size_t n)
 	/* Under our lock nobody else wrote head or len: re-check anyway, the
 	 * segment is shared with processes we do not trust. */
 	if (last_slot(p, &s, &have, &pg) < 0 || p->g.page_size - have < n) {
-		lock_drop(w, &p->ln->wlock.word);
+		wlock_drop(w);
 		return proto_error(p);
 	}
 	merge_close(w, s, have + (uint32_t)n);
@@ -1570,6 +1751,7 @@ void up__ring_end_closing(struct up_end *e)
 		return;
 	}
 	resv_cancel(e);
+	wlock_unbias(e);
 	if (e->ncache && !is_broken(p)) {
 		/* Pages taken but never published go back to the pool; put is
 		 * serialised by the readers' lock. Never block on it in close:

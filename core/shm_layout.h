@@ -46,7 +46,7 @@
 #include <stdint.h>
 
 #define UP_SHM_MAGIC      0x455049504752554eull /* "NURGPIPE" little-endian */
-#define UP_SHM_VERSION    2u
+#define UP_SHM_VERSION    3u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -112,7 +112,12 @@ static inline uint64_t up__pos(uint32_t tail, uint32_t off)
  * the other side polls those: taking the lock must not steal their line. */
 struct up_shm_lock {
 	_Atomic uint32_t word;
-	uint8_t pad_[UP_CACHELINE - 4];
+	/* Writers' lock only: the lock id of the writer the lock is biased to
+	 * (it enters without touching word), with UP_BIAS_REVOKE once a writer
+	 * holding word has begun to take the bias back; 0 = none. Written only
+	 * by a holder of word. See ring.c, "the writers' lock". */
+	_Atomic uint32_t bias;
+	uint8_t pad_[UP_CACHELINE - 8];
 };
 
 /* Pool indices: writers take free pages at get, readers return them at put.
@@ -149,8 +154,16 @@ struct up_shm_wait {
 struct up_shm_end {
 	_Atomic uint32_t state;
 	_Atomic int32_t  pid;
-	uint32_t pad_[2];
+	/* UP_BUSY_*: where the writer the writers' lock is biased to stands;
+	 * written only by that endpoint (and zeroed when the entry is claimed). */
+	_Atomic uint32_t busy;
+	uint32_t pad_;
 };
+
+#define UP_BUSY_OUT 0u /* not inside the writers' critical section */
+#define UP_BUSY_IN  1u /* inside it, entered through the bias */
+#define UP_BUSY_ACK 2u /* saw the bias taken back, and is out */
+#define UP_BIAS_REVOKE 0x80000000u /* in bias: being taken back */
 
 /* One ring slot: a page of the pool holding stream bytes [0, len). Written
  * only by writers: page before publishing head, len also later while the

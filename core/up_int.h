@@ -66,6 +66,7 @@ struct up__geom {
 struct up__counters {
 	_Atomic uint64_t bytes_written, bytes_read, writes, reads;
 	_Atomic uint64_t waits, wakes, syscalls;
+	_Atomic uint64_t revokes; /* writer: biases of another end taken back */
 };
 
 static inline void up__count(_Atomic uint64_t *c, uint64_t n)
@@ -129,6 +130,10 @@ struct up_end {
 	/* The reservation is the room at the end of the last live page, and
 	 * this end holds the writers' lock until commit (see reserve_merge()). */
 	bool resv_merge;
+	/* Writer: the writers' lock is biased to this end (ring.c); bias_off
+	 * when UP_WRITER_BIAS=0 asked for the plain lock. */
+	bool biased;
+	bool bias_off;
 	uint32_t cache[UP_END_CACHE_MAX];
 
 	/* Announced as a sleeper without sleeping (poll mode). */
@@ -203,6 +208,12 @@ int up__peers_reap(struct up_end *e);
 bool up__lock_owner_gone(struct up_end *e, uint32_t owner);
 int up__peers_watch(struct up_end *e, uint32_t role);
 void up__peers_forget(struct up_end *e);
+
+/* fence.c: asymmetric fences. Has process @self registered for
+ * MEMBARRIER_CMD_GLOBAL_EXPEDITED (registering on first call)? Then a full
+ * barrier on all its running threads: 0 or -errno. */
+bool up__membarrier_registered(pid_t self, uint64_t *syscalls);
+int up__membarrier(uint64_t *syscalls);
 
 /* numa.c */
 int up__numa_bind(void *addr, size_t len, int node);

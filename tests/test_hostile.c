@@ -150,7 +150,7 @@ static int hostile_main(int fd, unsigned ms, uint64_t seed)
 		case 2: v = (uint32_t)((x >> 32) % 8); break;
 		default: v = 0; break;
 		}
-		switch ((x >> 8) % 12) {
+		switch ((x >> 8) % 14) {
 		case 0: atomic_store(&p->ln->prod.head, atomic_load(&p->ln->prod.head) + (v % 3)); break;
 		case 1: atomic_store(&p->ln->cons.pos, up__pos(v, (uint32_t)(x >> 16) % 9000)); break;
 		case 2: atomic_store(&p->slots[(x >> 20) & p->g.slot_mask].page, v); break;
@@ -162,6 +162,9 @@ static int hostile_main(int fd, unsigned ms, uint64_t seed)
 		case 8: atomic_store((x & 1) ? &p->ln->state.readers : &p->ln->state.writers, v % 4); break;
 		case 9: atomic_store(&p->ln->rd_wait.nwait, v); atomic_fetch_add(&p->ln->rd_wait.seq, 1); break;
 		case 10: atomic_store(&p->ends[(x >> 20) % p->g.max_ends].state, v); break;
+		/* The writers' bias: a forged owner, or a revocation mark. */
+		case 12: atomic_store(&p->ln->wlock.bias, (x & 1) ? v : v | UP_BIAS_REVOKE); break;
+		case 13: atomic_store(&p->ends[(x >> 20) % p->g.max_ends].busy, v % 4); break;
 		default: atomic_store(&p->ends[(x >> 20) % p->g.max_ends].pid, (int32_t)v); break;
 		}
 		scribbles++;

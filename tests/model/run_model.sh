@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 #
 # run_model.sh - exhaustive spin checks of the sleep/wake handshake
-# (wake.pml) and the publish protocol (publish.pml); see README.md.
+# (wake.pml), the publish protocol (publish.pml) and the biased writers'
+# lock (bias.pml); see README.md.
 #
 # Passes (exit 0) when every model of the code as written has no error AND
 # every deliberately broken variant (the store-buffered progress store, and
@@ -103,6 +104,13 @@ check publish_s2_p2_b5    publish.pml pass
 check publish_s4_p3_b7    publish.pml pass -DS=4 -DP=3 -DB=7
 check publish_RETIRE      publish.pml fail -DBROKEN_RETIRE
 check publish_REREAD      publish.pml fail -DBROKEN_REREAD
+echo "== writers' lock biased to a lone writer (core/ring.c): TSO store buffers"
+check bias_n2             bias.pml pass
+check bias_n3             bias.pml pass -DN=3
+check bias_nofence        bias.pml pass -DNOFENCE
+check bias_mutant1        bias.pml fail -DMUTANT=1
+check bias_mutant2        bias.pml fail -DMUTANT=2
+check bias_nofence_mutant3 bias.pml fail -DNOFENCE -DMUTANT=3
 
 if [ "$fail" != 0 ]; then
 	echo "model check: FAILED (scratch files in $work)"

@@ -1658,13 +1658,14 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 			if (n < 0) {
 				peek_unlock(rd);
 			} else {
-				*iovcnt = cnt;
 				/* As in up__ring_read(): found without waiting,
-				 * and not cut short by the caller's vector. */
+				 * and not cut short by the caller's vector (still
+				 * in *iovcnt until the store below). */
 				if (!waited && cnt < *iovcnt)
 					rd->streak++;
 				else
 					rd->streak = 0;
+				*iovcnt = cnt;
 			}
 			return n;
 		}

@@ -738,7 +738,9 @@ static void lock_drop(struct up_end *e, _Atomic uint32_t *lk)
  *      before the barrier, and that store is visible now, or it loads the
  *      bias after it and sees the mark;
  *   3. waits while the owner is UP_BUSY_IN (or, where membarrier is
- *      refused, until the owner acknowledges with UP_BUSY_ACK), or gone;
+ *      refused, until the owner acknowledges with UP_BUSY_ACK), or gone:
+ *      it spins, yields, then sleeps on the owner's busy word, which the
+ *      owner wakes when it leaves and finds the mark;
  *   4. clears the bias. It holds the word and the owner stays out: the
  *      owner found the bias changed and takes the word like anyone else.
  * Step 2 replaces the fence the owner would need between its store and its
@@ -750,14 +752,9 @@ static void lock_drop(struct up_end *e, _Atomic uint32_t *lk)
  */
 #define UP_BIAS_SPINS   256
 #define UP_BIAS_YIELDS  64
-#define UP_BIAS_NAP_MAX 1000000u /* ns */
-
-static void nap(uint32_t ns)
-{
-	struct timespec ts = { 0, (long)ns };
-
-	nanosleep(&ts, NULL);
-}
+/* A revoker sleeps on the owner's busy word in slices of this, looking for
+ * a dead owner in between (the futex backend cannot watch pidfds). */
+#define UP_BIAS_SLICE_NS 10000000ull /* 10 ms */
 
 /* Holding the word: take back the bias @b. 0, or -EAGAIN (non-blocking,
  * the owner is inside), or -EPROTO. */
@@ -767,7 +764,7 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 	_Atomic uint32_t *bias = &p->ln->wlock.bias;
 	uint32_t owner = b & ~UP_BIAS_REVOKE;
 	uint32_t idx = owner & UP_END_ROLE_MASK;
-	uint32_t naps = 1000, i;
+	uint32_t i;
 	uint64_t sc = 0;
 	bool fenced;
 
@@ -807,15 +804,29 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 			break;
 		if (w->flags & UP_NONBLOCK)
 			return -EAGAIN; /* the mark stays; the next taker goes on */
-		nap(naps);
-		up__count(&w->c.syscalls, 1);
-		if (naps < UP_BIAS_NAP_MAX)
-			naps *= 2;
+		/* Sleep while busy keeps the value just seen: the owner wakes
+		 * us when it leaves and finds the mark (wlock_drop()), or
+		 * acknowledges it. */
+		sc = 0;
+		up__count(&w->c.waits, 1);
+		w->waker->ops->wait(w->waker, busy, st, UP_BIAS_SLICE_NS, NULL, 0, &sc);
+		up__count(&w->c.syscalls, sc);
+		i = UP_BIAS_SPINS + UP_BIAS_YIELDS - 1; /* no second round of spins */
 	}
 clear:
 	/* Step 4. Relaxed: we hold the word; its release publishes this. */
 	atomic_store_explicit(bias, 0, memory_order_relaxed);
 	return 0;
+}
+
+/* The owner changed its busy word while a revoker may sleep on it. */
+static void busy_wake(struct up_end *w)
+{
+	uint64_t sc = 0;
+
+	w->waker->ops->wake(w->waker, &w->p->ends[w->idx].busy, UP_WAKE_ALL, &sc);
+	up__count(&w->c.syscalls, sc);
+	up__count(&w->c.wakes, 1);
 }
 
 static int wlock_take(struct up_end *w)
@@ -839,6 +850,7 @@ static int wlock_take(struct up_end *w)
 			return 0;
 		/* Release: our earlier critical sections before the ACK. */
 		atomic_store_explicit(busy, UP_BUSY_ACK, memory_order_release);
+		busy_wake(w);
 		w->biased = false;
 	}
 	r = lock_take(w, &l->word, w->flags & UP_NONBLOCK);
@@ -871,10 +883,19 @@ static void wlock_drop(struct up_end *w)
 {
 	struct up_pipe *p = w->p;
 
-	if (w->biased)
+	if (w->biased) {
 		/* Release: the critical section before a revoker's acquire. */
 		atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_OUT, memory_order_release);
-	else
+		/*
+		 * A revoker that saw us inside after its barrier sleeps on
+		 * busy. Then our store above came after the barrier, and so
+		 * does this load: it sees the mark (relaxed, one load of a
+		 * line we read on entry anyway).
+		 */
+		if (up__unlikely(atomic_load_explicit(&p->ln->wlock.bias, memory_order_relaxed) &
+				 UP_BIAS_REVOKE))
+			busy_wake(w);
+	} else
 		lock_drop(w, &p->ln->wlock.word);
 }
 
@@ -890,6 +911,7 @@ static void wlock_unbias(struct up_end *w)
 	w->biased = false;
 	/* Out for good: a revoker that could not fence waits for this. */
 	atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_ACK, memory_order_release);
+	busy_wake(w);
 	if (lock_take(w, &l->word, true) < 0)
 		return; /* a revoker holds it: it finds us out */
 	if (atomic_load_explicit(&l->bias, memory_order_relaxed) == w->lock_id)

@@ -11,9 +11,11 @@
  * Skips (77) where membarrier(2) is refused: the lock then never biases.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -177,6 +179,63 @@ static void second_writer_waits_for_reservation(void)
 		CHECK_EQ(buf[i], 'r');
 	CHECK(memcmp(buf + 100, "late", 4) == 0);
 	up_close(w2);
+	up_close(w1);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+struct late_writer {
+	struct up_end *w;
+	_Atomic pid_t tid;
+	ssize_t r;
+};
+
+static void *late_write(void *arg)
+{
+	struct late_writer *lw = arg;
+
+	atomic_store(&lw->tid, (pid_t)syscall(SYS_gettid));
+	lw->r = up_write(lw->w, "late", 4);
+	return NULL;
+}
+
+/* The same with a blocking second writer: it sleeps on the owner's busy
+ * word, and the owner, leaving with the mark set, wakes it. */
+static void blocking_second_writer_is_woken_at_commit(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w1;
+	struct late_writer lw = { 0 };
+	struct iovec iov[2];
+	int cnt = 2;
+	pthread_t t;
+	pid_t tid;
+	uint64_t wakes;
+	char buf[104];
+
+	need_membarrier();
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR, &w1));
+	CHECK_EQ(up_write(w1, "0123456789", 10), 10);
+	CHECK_EQ(up_reserve(w1, 90, iov, &cnt), 90);
+	CHECK_EQ(busy_of(p, w1), UP_BUSY_IN);
+	CHECK_OK(up_open(p, UP_WR, &lw.w));
+	CHECK(pthread_create(&t, NULL, late_write, &lw) == 0);
+	/* Wait until it is asleep in the kernel, on our busy word. */
+	while ((tid = atomic_load(&lw.tid)) == 0 || harness_tid_state(tid) != 'S')
+		sched_yield();
+	CHECK_EQ(bias_of(p), w1->lock_id | UP_BIAS_REVOKE);
+	wakes = atomic_load(&w1->c.wakes);
+	memset(iov[0].iov_base, 'r', 90);
+	CHECK_OK(up_commit(w1, 90));
+	CHECK_EQ(atomic_load(&w1->c.wakes), wakes + 1); /* the owner woke it */
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK_EQ(lw.r, 4);
+	CHECK(atomic_load(&lw.w->c.waits) >= 1);
+	read_exactly(r, buf, sizeof(buf));
+	CHECK(memcmp(buf + 100, "late", 4) == 0);
+	up_close(lw.w);
 	up_close(w1);
 	up_close(r);
 	up_pipe_release(p);
@@ -383,6 +442,7 @@ int main(int argc, char **argv)
 	RUN(bias_can_be_switched_off);
 	RUN(second_writer_takes_bias_back);
 	RUN(second_writer_waits_for_reservation);
+	RUN(blocking_second_writer_is_woken_at_commit);
 	RUN(owner_dead_inside_is_passed);
 	RUN(exclusion_under_churn);
 	return 0;

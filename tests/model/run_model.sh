@@ -13,7 +13,7 @@
 # scratch files go to ./model-run/. Prints the state counts of every run.
 #
 # Environment: CC (default cc), MODEL_BIG=1 adds wake.pml with 2 writers x
-# 2 items (about 80 million states: minutes and ~3 GB of memory).
+# 2 items (about 91 million states: 3-4 minutes and ~3 GB of memory).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)

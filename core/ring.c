@@ -248,6 +248,14 @@ static void wake_line(struct up_end *e, struct up_shm_wait *wl, uint32_t nr)
 	if (atomic_exchange_explicit(&wl->pending, 1, memory_order_seq_cst) != 0 &&
 	    (nr != UP_WAKE_ALL || wl != &e->p->ln->rd_wait))
 		return;
+	/* A poll-mode end takes a wake like any sleeper, and its event loop
+	 * may not read for a while: a wake for one could stop there and leave
+	 * a reader that blocks in up_read asleep for its whole slice. Wake
+	 * them all while such an end is armed. (The pending rule above still
+	 * holds, so an armed end that never reads costs one wake, not one per
+	 * write.) Relaxed: a hint; armed ends count it before nwait. */
+	if (nr != UP_WAKE_ALL && atomic_load_explicit(&wl->npoll, memory_order_relaxed) != 0)
+		nr = UP_WAKE_ALL;
 	atomic_fetch_add_explicit(&wl->seq, 1, memory_order_seq_cst);
 	e->waker->ops->wake(e->waker, &wl->seq, nr, &sc);
 	up__count(&e->c.syscalls, sc);
@@ -514,6 +522,8 @@ static int wait_ready(struct up_end *e, struct up_shm_wait *wl,
 			r = e->waker->ops->wait(e->waker, &wl->seq, s, UP_WAIT_SLICE_NS,
 						e->peer_pidfds, e->npeer, &sc);
 			up__count(&e->c.syscalls, sc);
+			if (r == -ETIMEDOUT)
+				up__count(&e->c.timeouts, 1);
 			/* Up again: let the next progress wake another sleeper
 			 * (wake.h: wakes of data are for one sleeper). */
 			atomic_store_explicit(&wl->pending, 0, memory_order_seq_cst);
@@ -569,10 +579,13 @@ int up__ring_arm(struct up_end *e, _Atomic uint32_t **word, uint32_t *expect)
 		return r < 0 ? r : 1;
 	s = atomic_load_explicit(&wl->seq, memory_order_seq_cst);
 	atomic_store_explicit(&wl->pending, 0, memory_order_seq_cst);
+	/* npoll before nwait: a waker that counts us sees both. */
+	atomic_fetch_add_explicit(&wl->npoll, 1, memory_order_seq_cst);
 	atomic_fetch_add_explicit(&wl->nwait, 1, memory_order_seq_cst);
 	r = ready(e);
 	if (r != 0) {
 		atomic_fetch_sub_explicit(&wl->nwait, 1, memory_order_seq_cst);
+		atomic_fetch_sub_explicit(&wl->npoll, 1, memory_order_seq_cst);
 		return r < 0 ? r : 1;
 	}
 	e->armed = UP_ARMED_EXTERNAL;
@@ -618,6 +631,7 @@ void up__ring_disarm(struct up_end *e)
 		peer = e->waker->ops->disarm(e->waker, &sc);
 	e->armed = UP_ARMED_NONE;
 	atomic_fetch_sub_explicit(&end_line(e)->nwait, 1, memory_order_seq_cst);
+	atomic_fetch_sub_explicit(&end_line(e)->npoll, 1, memory_order_seq_cst);
 	up__count(&e->c.syscalls, sc);
 	if (peer == 1)
 		up__peers_reap(e);

@@ -136,7 +136,10 @@ struct up_shm_wait {
 	_Atomic uint32_t seq;     /* the futex word */
 	_Atomic uint32_t nwait;   /* sleepers announced */
 	_Atomic uint32_t pending; /* a waker has bumped seq and not been seen yet */
-	uint32_t pad0_;
+	/* Of the nwait, those announced by an armed poll-mode end (up_poll_arm,
+	 * up_uring_prep_poll), whose event loop may be slow to act on a wake:
+	 * wakes on this line then go to every sleeper (ring.c, wake_line()). */
+	_Atomic uint32_t npoll;
 	/* CLOCK_MONOTONIC ns until which one waiter spins on this line; the
 	 * others sleep at once (ring.c, spin_claim()). A hint: any value is
 	 * harmless, a stale one expires by itself. */

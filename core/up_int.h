@@ -67,6 +67,7 @@ struct up__counters {
 	_Atomic uint64_t bytes_written, bytes_read, writes, reads;
 	_Atomic uint64_t waits, wakes, syscalls;
 	_Atomic uint64_t revokes; /* writer: biases of another end taken back */
+	_Atomic uint64_t timeouts; /* sleeps that ended with their slice, unwoken */
 };
 
 static inline void up__count(_Atomic uint64_t *c, uint64_t n)

@@ -50,6 +50,8 @@
  * up, so the next progress wakes another, and a reader that leaves data
  * behind while others sleep wakes the next one (ring.c, chain_wake()): a
  * sleeping reader is never left with data and nobody awake to take it.
+ * While a poll-mode end is armed on the line (npoll != 0), whose event loop
+ * may sit on a wake, n is every sleeper for data too.
  *
  * Waits are bounded by a timeout (up__wake_ops.wait's @timeout_ns) so that a
  * sleeper also notices a dead peer and a broken segment; a timeout is not an

@@ -160,7 +160,10 @@ static int hostile_main(int fd, unsigned ms, uint64_t seed)
 		case 6: atomic_store(&p->ln->pput.put, v); break;
 		case 7: atomic_store((x & 1) ? &p->ln->wlock.word : &p->ln->rlock.word, v); break;
 		case 8: atomic_store((x & 1) ? &p->ln->state.readers : &p->ln->state.writers, v % 4); break;
-		case 9: atomic_store(&p->ln->rd_wait.nwait, v); atomic_fetch_add(&p->ln->rd_wait.seq, 1); break;
+		case 9:
+			atomic_store((x & 2) ? &p->ln->rd_wait.npoll : &p->ln->rd_wait.nwait, v);
+			atomic_fetch_add(&p->ln->rd_wait.seq, 1);
+			break;
 		case 10: atomic_store(&p->ends[(x >> 20) % p->g.max_ends].state, v); break;
 		/* The writers' bias: a forged owner, or a revocation mark. */
 		case 12: atomic_store(&p->ln->wlock.bias, (x & 1) ? v : v | UP_BIAS_REVOKE); break;

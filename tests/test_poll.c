@@ -10,13 +10,16 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "up_int.h"
 #include "uringpipe.h"
 #include "uringpipe/uring.h"
 
@@ -130,6 +133,63 @@ static void reader_wakes_on_data(void)
 	CHECK_EQ(up_read(r, buf, sizeof(buf)), 1);
 	up_close(w);
 	up_close(r);
+	up_pipe_release(p);
+}
+
+struct blocked_reader {
+	struct up_end *r;
+	_Atomic pid_t tid;
+	ssize_t res;
+	char buf[16];
+};
+
+static void *blocked_read(void *arg)
+{
+	struct blocked_reader *b = arg;
+
+	atomic_store(&b->tid, (pid_t)syscall(SYS_gettid));
+	b->res = up_read(b->r, b->buf, sizeof(b->buf));
+	return NULL;
+}
+
+/*
+ * An armed poll-mode reader whose event loop does not read must not take
+ * the only wake meant for a reader blocked in up_read. Futex waiters are
+ * woken in the order they queued, so with the armed end first, a wake for
+ * one sleeper reached the armed end and the blocked reader slept until its
+ * 50 ms slice ran out (seen as a timeout in its counters).
+ */
+static void armed_reader_does_not_swallow_a_wake(void)
+{
+	struct up_pipe *p;
+	struct up_end *armed, *w;
+	struct blocked_reader b = { 0 };
+	pthread_t t;
+	pid_t tid;
+	uint64_t timeouts;
+	int fd;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	armed = open_nb(p, UP_RD);
+	CHECK_OK(up_open(p, UP_RD, &b.r));
+	CHECK_OK(up_open(p, UP_WR, &w));
+	fd = pollfd_or_skip(armed);
+	CHECK_EQ(up_poll_arm(armed), 0);
+	CHECK(pthread_create(&t, NULL, blocked_read, &b) == 0);
+	while ((tid = atomic_load(&b.tid)) == 0 || harness_tid_state(tid) != 'S')
+		sched_yield();
+	timeouts = atomic_load(&b.r->c.timeouts);
+	CHECK_EQ(up_write(w, "hello", 5), 5);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK_EQ(b.res, 5);
+	CHECK(memcmp(b.buf, "hello", 5) == 0);
+	CHECK_EQ(atomic_load(&b.r->c.timeouts), timeouts);
+	/* The armed end was told too, and finds nothing left. */
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	CHECK_EQ(up_read(armed, b.buf, sizeof(b.buf)), -EAGAIN);
+	up_close(w);
+	up_close(b.r);
+	up_close(armed);
 	up_pipe_release(p);
 }
 
@@ -304,6 +364,7 @@ int main(int argc, char **argv)
 	if (getenv("UP_FORCE_FUTEX"))
 		return 0;
 	RUN(reader_wakes_on_data);
+	RUN(armed_reader_does_not_swallow_a_wake);
 	RUN(reader_wakes_on_eof);
 	RUN(writer_wakes_on_room);
 	RUN(writer_wakes_on_dead_reader_process);

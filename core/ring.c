@@ -843,15 +843,14 @@ static void busy_wake(struct up_end *w)
 	up__count(&w->c.wakes, 1);
 }
 
-static int wlock_take(struct up_end *w)
+static int wlock_take_slow(struct up_end *w);
+
+/* The bias owner's entry, inlined into every caller: one store, one load. */
+static inline int wlock_take(struct up_end *w)
 {
 	struct up_pipe *p = w->p;
-	struct up_shm_lock *l = &p->ln->wlock;
-	uint64_t sc = 0;
-	uint32_t b;
-	int r;
 
-	if (w->biased) {
+	if (up__likely(w->biased)) {
 		_Atomic uint32_t *busy = &p->ends[w->idx].busy;
 
 		/* Relaxed store, then load, with no fence between: the revoker's
@@ -860,13 +859,26 @@ static int wlock_take(struct up_end *w)
 		atomic_store_explicit(busy, UP_BUSY_IN, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst);
 		/* Acquire: the critical section's loads come after. */
-		if (atomic_load_explicit(&l->bias, memory_order_acquire) == w->lock_id)
+		if (up__likely(atomic_load_explicit(&p->ln->wlock.bias, memory_order_acquire) ==
+			       w->lock_id))
 			return 0;
 		/* Release: our earlier critical sections before the ACK. */
 		atomic_store_explicit(busy, UP_BUSY_ACK, memory_order_release);
 		busy_wake(w);
 		w->biased = false;
 	}
+	return wlock_take_slow(w);
+}
+
+/* Everyone else: the word, then take back a bias found there, or set one. */
+static __attribute__((noinline)) int wlock_take_slow(struct up_end *w)
+{
+	struct up_pipe *p = w->p;
+	struct up_shm_lock *l = &p->ln->wlock;
+	uint64_t sc = 0;
+	uint32_t b;
+	int r;
+
 	r = lock_take(w, &l->word, w->flags & UP_NONBLOCK);
 	if (r < 0)
 		return r;
@@ -893,7 +905,7 @@ static int wlock_take(struct up_end *w)
 	return 0;
 }
 
-static void wlock_drop(struct up_end *w)
+static inline void wlock_drop(struct up_end *w)
 {
 	struct up_pipe *p = w->p;
 

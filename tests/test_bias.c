@@ -322,6 +322,14 @@ static bool rec_ok(const struct rec *x)
 	return memcmp(x, &y, sizeof(y)) == 0;
 }
 
+/* Between B's rounds: give A the chance to bias the lock to itself again,
+ * so B's next round has one to take back (bounded: A may be done). */
+static void wait_rebias(struct up_pipe *p)
+{
+	for (int i = 0; i < 2000 && bias_of(p) == 0; i++)
+		sched_yield();
+}
+
 struct churn {
 	struct up_pipe *p;
 	struct up_end *a;
@@ -358,6 +366,7 @@ static void *writer_b(void *arg)
 		}
 		atomic_fetch_add(&c->revokes, atomic_load(&b->c.revokes));
 		up_close(b);
+		wait_rebias(c->p);
 	}
 	return (void *)(uintptr_t)seq;
 }
@@ -434,6 +443,114 @@ static void exclusion_under_churn(void)
 		churn_pass();
 }
 
+/*
+ * The same churn with writer B in another process: its barrier must reach
+ * the owner's process (MEMBARRIER_CMD_GLOBAL_EXPEDITED; the private command
+ * would not), and its endpoint table entries come and go in another
+ * address space. The reader counts records instead of waiting for end of
+ * stream, which comes and goes with B's ends.
+ */
+#define BP_ROUNDS 1000u
+
+static void churn_procs_pass(void)
+{
+	struct churn c = { 0 };
+	struct up_config cfg;
+	struct up_end *r;
+	pthread_t ta;
+	uint32_t next[3] = { 0, 0, 0 };
+	uint64_t recs = 0, revokes = 0;
+	static unsigned char buf[1 << 16];
+	size_t have = 0;
+	int go[2], res[2], status;
+	pid_t pid;
+
+	need_membarrier();
+	up_config_init(&cfg);
+	cfg.capacity = 256 * 1024;
+	CHECK_OK(up_pipe_create(&cfg, &c.p));
+	CHECK_OK(up_open(c.p, UP_RD, &r));
+	CHECK_OK(up_open(c.p, UP_WR, &c.a));
+	CHECK_SYS(pipe(go));
+	CHECK_SYS(pipe(res));
+	pid = fork(); /* before any thread: the child may allocate */
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct up_pipe *q;
+		uint32_t seq = 0;
+		uint64_t rv = 0;
+		struct rec x;
+		char t;
+
+		if (read(go[0], &t, 1) != 1 || up_pipe_attach(up_pipe_fd(c.p), &q) < 0)
+			_exit(1);
+		for (uint32_t round = 0; round < BP_ROUNDS; round++) {
+			struct up_end *b;
+
+			if (up_open(q, UP_WR, &b) < 0)
+				_exit(2);
+			for (uint32_t k = 0; k < B_PER; k++) {
+				rec_make(&x, 2, seq++);
+				if (up_write(b, &x, sizeof(x)) != (ssize_t)sizeof(x))
+					_exit(3);
+			}
+			rv += atomic_load(&b->c.revokes);
+			up_close(b);
+			wait_rebias(q);
+		}
+		_exit(write(res[1], &rv, sizeof(rv)) == (ssize_t)sizeof(rv) ? 0 : 4);
+	}
+	CHECK(pthread_create(&ta, NULL, writer_a, &c) == 0);
+	CHECK_EQ(write(go[1], "g", 1), 1);
+	while (recs < A_RECS + BP_ROUNDS * B_PER) {
+		ssize_t k = up_read(r, buf + have, sizeof(buf) - have - (recs % 7) * 9);
+
+		CHECK(k > 0);
+		have += (size_t)k;
+		size_t off = 0;
+
+		for (; have - off >= REC; off += REC) {
+			struct rec x;
+
+			memcpy(&x, buf + off, REC);
+			if (!rec_ok(&x)) {
+				fprintf(stderr, "record %llu is torn or foreign\n",
+					(unsigned long long)recs);
+				CHECK(false);
+			}
+			CHECK_EQ(x.seq, next[x.who]);
+			next[x.who]++;
+			recs++;
+		}
+		memmove(buf, buf + off, have - off);
+		have -= off;
+	}
+	CHECK_EQ(have, 0);
+	CHECK(pthread_join(ta, NULL) == 0);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), 0);
+	CHECK_EQ(read(res[0], &revokes, sizeof(revokes)), (ssize_t)sizeof(revokes));
+	CHECK_EQ(next[1], A_RECS);
+	CHECK_EQ(next[2], BP_ROUNDS * B_PER);
+	printf("# %u records of B (another process) beside %u of A; %llu biases taken back\n",
+	       next[2], A_RECS, (unsigned long long)revokes);
+	CHECK(revokes >= 10);
+	close(go[0]);
+	close(go[1]);
+	close(res[0]);
+	close(res[1]);
+	up_close(c.a);
+	up_close(r);
+	up_pipe_release(c.p);
+}
+
+static void exclusion_under_churn_across_processes(void)
+{
+	for (int i = 0; i < 3; i++)
+		churn_procs_pass();
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -445,5 +562,6 @@ int main(int argc, char **argv)
 	RUN(blocking_second_writer_is_woken_at_commit);
 	RUN(owner_dead_inside_is_passed);
 	RUN(exclusion_under_churn);
+	RUN(exclusion_under_churn_across_processes);
 	return 0;
 }

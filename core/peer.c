@@ -66,6 +66,18 @@ static bool pid_alive(pid_t pid, uint64_t *syscalls)
 	return !(r > 0 && (pfd.revents & (POLLIN | POLLHUP)));
 }
 
+/* seq_cst decrement that never goes below zero, whatever a peer wrote. */
+static void dec_floor0(_Atomic uint32_t *count)
+{
+	uint32_t old = atomic_load_explicit(count, memory_order_relaxed);
+
+	while (old != 0 &&
+	       !atomic_compare_exchange_weak_explicit(count, &old, old - 1,
+						      memory_order_seq_cst,
+						      memory_order_relaxed))
+		;
+}
+
 /* Free a dead endpoint's entry and drop its role's count. Returns true if
  * this call did it. */
 static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
@@ -73,7 +85,7 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 	struct up_shm_end *se = &p->ends[idx];
 	uint32_t role = seen & UP_END_ROLE_MASK;
 	_Atomic uint32_t *count;
-	uint32_t old;
+	uint32_t armed;
 
 	/* acq_rel: one reaper wins; the loser sees the freed state. */
 	if (!atomic_compare_exchange_strong_explicit(&se->state, &seen,
@@ -82,15 +94,20 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 						     memory_order_relaxed))
 		return false;
 	atomic_store_explicit(&se->pid, 0, memory_order_relaxed);
+	/* It died armed in poll mode: take it off that wait line, or every
+	 * data wake there would go to all for the life of the pipe. */
+	armed = atomic_exchange_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
+	if (armed == UP_ARMED_LINE_RD || armed == UP_ARMED_LINE_WR) {
+		struct up_shm_wait *wl = armed == UP_ARMED_LINE_RD ? &p->ln->rd_wait
+								   : &p->ln->wr_wait;
+
+		dec_floor0(&wl->nwait);
+		dec_floor0(&wl->npoll);
+	}
 	count = role == UP_END_READER ? &p->ln->state.readers : &p->ln->state.writers;
-	old = atomic_load_explicit(count, memory_order_relaxed);
 	/* seq_cst: this decrement is the progress store of the EOF/EPIPE
-	 * handshake (wake.h). Never below zero, whatever a peer wrote. */
-	while (old != 0 &&
-	       !atomic_compare_exchange_weak_explicit(count, &old, old - 1,
-						      memory_order_seq_cst,
-						      memory_order_relaxed))
-		;
+	 * handshake (wake.h). */
+	dec_floor0(count);
 	atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1, memory_order_release);
 	return true;
 }

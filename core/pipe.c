@@ -113,6 +113,7 @@ static int end_slot_claim(struct up_pipe *p, uint32_t role, uint32_t *idx, uint3
 							    memory_order_relaxed)) {
 			*state = next;
 			atomic_store_explicit(&se->busy, UP_BUSY_OUT, memory_order_relaxed);
+			atomic_store_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
 			atomic_store_explicit(&se->pid, (int32_t)getpid(), memory_order_release);
 			atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1,
 						  memory_order_release);

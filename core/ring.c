@@ -588,6 +588,11 @@ int up__ring_arm(struct up_end *e, _Atomic uint32_t **word, uint32_t *expect)
 		atomic_fetch_sub_explicit(&wl->npoll, 1, memory_order_seq_cst);
 		return r < 0 ? r : 1;
 	}
+	/* After the counts: a death in between leaks a count (extra wakes),
+	 * never takes one that was not there (a lost wake). */
+	atomic_store_explicit(&e->p->ends[e->idx].armed,
+			      (e->flags & UP_RD) ? UP_ARMED_LINE_RD : UP_ARMED_LINE_WR,
+			      memory_order_relaxed);
 	e->armed = UP_ARMED_EXTERNAL;
 	*word = &wl->seq;
 	*expect = s;
@@ -630,6 +635,9 @@ void up__ring_disarm(struct up_end *e)
 	if (e->armed == UP_ARMED_POLL)
 		peer = e->waker->ops->disarm(e->waker, &sc);
 	e->armed = UP_ARMED_NONE;
+	/* Before the counts, for the same reason as in up__ring_arm(). */
+	atomic_store_explicit(&e->p->ends[e->idx].armed, UP_ARMED_LINE_NONE,
+			      memory_order_relaxed);
 	atomic_fetch_sub_explicit(&end_line(e)->nwait, 1, memory_order_seq_cst);
 	atomic_fetch_sub_explicit(&end_line(e)->npoll, 1, memory_order_seq_cst);
 	up__count(&e->c.syscalls, sc);
@@ -769,6 +777,19 @@ static void lock_drop(struct up_end *e, _Atomic uint32_t *lk)
 /* A revoker sleeps on the owner's busy word in slices of this, looking for
  * a dead owner in between (the futex backend cannot watch pidfds). */
 #define UP_BIAS_SLICE_NS 10000000ull /* 10 ms */
+/*
+ * A revoker whose process may not call membarrier() (a seccomp filter that
+ * the owner's process does not have) cannot fence the owner. It waits for
+ * the owner's UP_BUSY_ACK, which the owner gives on its next entry or its
+ * close; an owner that stays open and idle gives none. So it also accepts
+ * an owner that is out of the critical section once the mark is this old:
+ * an entry that read the bias before the mark was visible stored
+ * UP_BUSY_IN before that read, and a store does not stay in a store buffer
+ * for milliseconds (a context switch or an interrupt on that CPU drains
+ * it); every later entry sees the mark. This is the one timing argument of
+ * the protocol; with membarrier available it is never used.
+ */
+#define UP_BIAS_GRACE_NS 20000000ull /* 20 ms */
 
 /* Holding the word: take back the bias @b. 0, or -EAGAIN (non-blocking,
  * the owner is inside), or -EPROTO. */
@@ -778,20 +799,39 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 	_Atomic uint32_t *bias = &p->ln->wlock.bias;
 	uint32_t owner = b & ~UP_BIAS_REVOKE;
 	uint32_t idx = owner & UP_END_ROLE_MASK;
+	_Atomic uint32_t *fenced_by = &p->ln->wlock.fenced;
+	_Atomic uint64_t *marked = &p->ln->wlock.marked_ns;
+	const bool nonblock = w->flags & UP_NONBLOCK;
+	uint64_t sc = 0, t_mark, now = now_ns();
 	uint32_t i;
-	uint64_t sc = 0;
 	bool fenced;
 
 	/* Garbage, or this end's own bias left from before (a bias is never
 	 * entered twice by one end without the word): nobody to wait for. */
 	if (idx == 0 || idx > p->g.max_ends || owner == w->lock_id)
 		goto clear;
-	/* Step 1. seq_cst: before the barrier, which orders it anyway. */
-	atomic_store_explicit(bias, owner | UP_BIAS_REVOKE, memory_order_seq_cst);
-	/* Step 2. */
-	fenced = up__membarrier(&sc) == 0;
-	up__count(&w->c.syscalls, sc);
-	up__count(&w->c.revokes, 1);
+	if (b & UP_BIAS_REVOKE) {
+		/* A taker before us marked it and gave up (non-blocking). If it
+		 * fenced after its mark, that barrier serves us too. Relaxed:
+		 * written under the word we hold. */
+		t_mark = atomic_load_explicit(marked, memory_order_relaxed);
+		if (t_mark == 0 || t_mark > now) /* none, or not ours to trust */
+			atomic_store_explicit(marked, t_mark = now, memory_order_relaxed);
+		fenced = atomic_load_explicit(fenced_by, memory_order_relaxed) == owner;
+	} else {
+		/* Step 1. seq_cst: before the barrier, which orders it anyway. */
+		atomic_store_explicit(bias, owner | UP_BIAS_REVOKE, memory_order_seq_cst);
+		atomic_store_explicit(marked, t_mark = now, memory_order_relaxed);
+		fenced = false;
+	}
+	if (!fenced) {
+		/* Step 2. */
+		fenced = up__membarrier(&sc) == 0;
+		up__count(&w->c.syscalls, sc);
+		up__count(&w->c.revokes, 1);
+		if (fenced)
+			atomic_store_explicit(fenced_by, owner, memory_order_relaxed);
+	}
 	/* Step 3. */
 	_Atomic uint32_t *busy = &p->ends[idx - 1].busy;
 	for (i = 0;; i++) {
@@ -801,13 +841,18 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 
 		if (st == UP_BUSY_ACK || (fenced && st != UP_BUSY_IN))
 			break;
+		/* See UP_BIAS_GRACE_NS. */
+		if (!fenced && st != UP_BUSY_IN && (i & 31) == 0 &&
+		    now_ns() - t_mark >= UP_BIAS_GRACE_NS)
+			break;
 		if (is_broken(p))
 			return -EPROTO;
 		if (i < UP_BIAS_SPINS) {
 			up__cpu_relax();
 			continue;
 		}
-		if (i < UP_BIAS_SPINS + UP_BIAS_YIELDS) {
+		/* A non-blocking taker gives up below instead (as lock_take()). */
+		if (i < UP_BIAS_SPINS + UP_BIAS_YIELDS && !nonblock) {
 			sched_yield();
 			up__count(&w->c.syscalls, 1);
 			continue;
@@ -816,7 +861,7 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 		 * inside: whatever it published is whole (single stores). */
 		if (up__lock_owner_gone(w, owner))
 			break;
-		if (w->flags & UP_NONBLOCK)
+		if (nonblock)
 			return -EAGAIN; /* the mark stays; the next taker goes on */
 		/* Sleep while busy keeps the value just seen: the owner wakes
 		 * us when it leaves and finds the mark (wlock_drop()), or
@@ -830,6 +875,8 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 clear:
 	/* Step 4. Relaxed: we hold the word; its release publishes this. */
 	atomic_store_explicit(bias, 0, memory_order_relaxed);
+	atomic_store_explicit(fenced_by, 0, memory_order_relaxed);
+	atomic_store_explicit(marked, 0, memory_order_relaxed);
 	return 0;
 }
 
@@ -912,6 +959,9 @@ static inline void wlock_drop(struct up_end *w)
 	if (w->biased) {
 		/* Release: the critical section before a revoker's acquire. */
 		atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_OUT, memory_order_release);
+		/* The load below stays after the store in the code (C11 would
+		 * let a relaxed load move above a release store). */
+		atomic_signal_fence(memory_order_seq_cst);
 		/*
 		 * A revoker that saw us inside after its barrier sleeps on
 		 * busy. Then our store above came after the barrier, and so
@@ -940,8 +990,14 @@ static void wlock_unbias(struct up_end *w)
 	busy_wake(w);
 	if (lock_take(w, &l->word, true) < 0)
 		return; /* a revoker holds it: it finds us out */
-	if (atomic_load_explicit(&l->bias, memory_order_relaxed) == w->lock_id)
+	/* Ours, marked or not: a taker that gave up on us (non-blocking)
+	 * leaves its mark, and nobody needs to wait for us any more. */
+	if ((atomic_load_explicit(&l->bias, memory_order_relaxed) & ~UP_BIAS_REVOKE) ==
+	    w->lock_id) {
 		atomic_store_explicit(&l->bias, 0, memory_order_relaxed);
+		atomic_store_explicit(&l->fenced, 0, memory_order_relaxed);
+		atomic_store_explicit(&l->marked_ns, 0, memory_order_relaxed);
+	}
 	lock_drop(w, &l->word);
 }
 

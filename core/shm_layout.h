@@ -117,7 +117,16 @@ struct up_shm_lock {
 	 * holding word has begun to take the bias back; 0 = none. Written only
 	 * by a holder of word. See ring.c, "the writers' lock". */
 	_Atomic uint32_t bias;
-	uint8_t pad_[UP_CACHELINE - 8];
+	/* The owner whose marked bias a taker has already fenced with
+	 * membarrier(): a later taker need not fence again. 0 = none. Written
+	 * only by a holder of word. */
+	_Atomic uint32_t fenced;
+	uint32_t pad0_;
+	/* CLOCK_MONOTONIC ns when the bias was marked UP_BIAS_REVOKE; for a
+	 * taker that cannot fence (ring.c, UP_BIAS_GRACE_NS). Written only by
+	 * a holder of word. */
+	_Atomic uint64_t marked_ns;
+	uint8_t pad_[UP_CACHELINE - 24];
 };
 
 /* Pool indices: writers take free pages at get, readers return them at put.
@@ -160,8 +169,15 @@ struct up_shm_end {
 	/* UP_BUSY_*: where the writer the writers' lock is biased to stands;
 	 * written only by that endpoint (and zeroed when the entry is claimed). */
 	_Atomic uint32_t busy;
-	uint32_t pad_;
+	/* UP_ARMED_LINE_*: the wait line this endpoint is announced on in poll
+	 * mode, so that reaping it when its process died takes its count off
+	 * nwait and npoll (peer.c). */
+	_Atomic uint32_t armed;
 };
+
+#define UP_ARMED_LINE_NONE 0u
+#define UP_ARMED_LINE_RD   1u
+#define UP_ARMED_LINE_WR   2u
 
 #define UP_BUSY_OUT 0u /* not inside the writers' critical section */
 #define UP_BUSY_IN  1u /* inside it, entered through the bias */

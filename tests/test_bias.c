@@ -15,6 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -167,6 +171,17 @@ static void second_writer_waits_for_reservation(void)
 	CHECK_EQ(up_write(w2, "late", 4), -EAGAIN);
 	/* The mark stays: the owner cannot enter again through the bias. */
 	CHECK_EQ(bias_of(p), w1->lock_id | UP_BIAS_REVOKE);
+	CHECK_EQ(w2->c.revokes, 1);
+	/* Trying again costs no second barrier (the first one was after the
+	 * mark) and no round of sched_yield: a few system calls at most. */
+	{
+		uint64_t sc = atomic_load(&w2->c.syscalls);
+
+		for (int i = 0; i < 10; i++)
+			CHECK_EQ(up_write(w2, "late", 4), -EAGAIN);
+		CHECK_EQ(w2->c.revokes, 1);
+		CHECK(atomic_load(&w2->c.syscalls) - sc < 10);
+	}
 	memset(iov[0].iov_base, 'r', 90);
 	CHECK_OK(up_commit(w1, 90));
 	CHECK_EQ(busy_of(p, w1), UP_BUSY_OUT);
@@ -237,6 +252,117 @@ static void blocking_second_writer_is_woken_at_commit(void)
 	CHECK(memcmp(buf + 100, "late", 4) == 0);
 	up_close(lw.w);
 	up_close(w1);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/* The owner closes while a non-blocking taker's mark is on its bias: the
+ * close clears it, so the next writer pays no barrier. */
+static void owner_close_clears_a_mark(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w1, *w2, *w3;
+	struct iovec iov[2];
+	int cnt = 2;
+
+	need_membarrier();
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR, &w1));
+	CHECK_EQ(up_write(w1, "0123456789", 10), 10);
+	CHECK_EQ(up_reserve(w1, 10, iov, &cnt), 10);
+	CHECK_OK(up_open(p, UP_WR | UP_NONBLOCK, &w2));
+	CHECK_EQ(up_write(w2, "late", 4), -EAGAIN);
+	CHECK_EQ(bias_of(p), w1->lock_id | UP_BIAS_REVOKE);
+	up_close(w1); /* cancels the reservation, gives the bias up */
+	CHECK_EQ(bias_of(p), 0);
+	CHECK_OK(up_open(p, UP_WR, &w3));
+	CHECK_EQ(up_write(w3, "x", 1), 1);
+	CHECK_EQ(w3->c.revokes, 0);
+	up_close(w3);
+	up_close(w2);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/*
+ * A writer in a process where membarrier() is refused (a seccomp filter the
+ * owner's process does not have) cannot fence the owner. With the owner
+ * open and idle, it used to wait for an acknowledgment that never came; it
+ * now takes the bias once the mark is UP_BIAS_GRACE_NS old and the owner
+ * is out. Blocking and non-blocking alike.
+ */
+static int deny_membarrier(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+}
+
+static void unfenced_writer_passes_an_idle_owner(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	pid_t pid;
+	int status;
+	char buf[32];
+
+	need_membarrier();
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR, &w));
+	CHECK_EQ(up_write(w, "owner", 5), 5);
+	CHECK_EQ(bias_of(p), w->lock_id); /* and now idle, for good */
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct up_pipe *q;
+		struct up_end *b, *nb;
+		uint64_t sc = 0;
+		int tries = 0;
+		ssize_t k;
+
+		if (deny_membarrier() != 0 || up__membarrier(&sc) == 0)
+			_exit(10); /* could not set the test up */
+		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, UP_WR, &b) < 0 ||
+		    up_open(q, UP_WR | UP_NONBLOCK, &nb) < 0)
+			_exit(1);
+		if (up_write(b, "blocking", 8) != 8)
+			_exit(2);
+		/* Bias gone: the owner saw nothing, it never ran. */
+		if (bias_of(q) != 0)
+			_exit(3);
+		up_close(b);
+		up_close(nb);
+		/* The owner is alone again but idle: bias it to itself? No, it
+		 * only biases when it takes the lock. Mark it by hand as the
+		 * owner would have, to run the non-blocking taker too. */
+		if (up_open(q, UP_WR | UP_NONBLOCK, &nb) < 0)
+			_exit(4);
+		atomic_store(&q->ln->wlock.bias, w->lock_id);
+		while ((k = up_write(nb, "nonblock", 8)) == -EAGAIN)
+			tries++;
+		if (k != 8 || bias_of(q) != 0)
+			_exit(5);
+		up_close(nb);
+		_exit(tries > 0 ? 0 : 6);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 10)
+		SKIP("cannot install a seccomp filter here");
+	CHECK_EQ(WEXITSTATUS(status), 0);
+	read_exactly(r, buf, 21);
+	CHECK(memcmp(buf, "ownerblockingnonblock", 21) == 0);
+	up_close(w);
 	up_close(r);
 	up_pipe_release(p);
 }
@@ -560,7 +686,9 @@ int main(int argc, char **argv)
 	RUN(second_writer_takes_bias_back);
 	RUN(second_writer_waits_for_reservation);
 	RUN(blocking_second_writer_is_woken_at_commit);
+	RUN(owner_close_clears_a_mark);
 	RUN(owner_dead_inside_is_passed);
+	RUN(unfenced_writer_passes_an_idle_owner);
 	RUN(exclusion_under_churn);
 	RUN(exclusion_under_churn_across_processes);
 	return 0;

@@ -166,8 +166,18 @@ static int hostile_main(int fd, unsigned ms, uint64_t seed)
 			break;
 		case 10: atomic_store(&p->ends[(x >> 20) % p->g.max_ends].state, v); break;
 		/* The writers' bias: a forged owner, or a revocation mark. */
-		case 12: atomic_store(&p->ln->wlock.bias, (x & 1) ? v : v | UP_BIAS_REVOKE); break;
-		case 13: atomic_store(&p->ends[(x >> 20) % p->g.max_ends].busy, v % 4); break;
+		case 12:
+			atomic_store(&p->ln->wlock.bias, (x & 1) ? v : v | UP_BIAS_REVOKE);
+			if (x & 2)
+				atomic_store(&p->ln->wlock.fenced, v);
+			if (x & 4)
+				atomic_store(&p->ln->wlock.marked_ns, x);
+			break;
+		case 13:
+			atomic_store((x & 1) ? &p->ends[(x >> 20) % p->g.max_ends].busy
+					     : &p->ends[(x >> 20) % p->g.max_ends].armed,
+				     v % 4);
+			break;
 		default: atomic_store(&p->ends[(x >> 20) % p->g.max_ends].pid, (int32_t)v); break;
 		}
 		scribbles++;

@@ -193,6 +193,44 @@ static void armed_reader_does_not_swallow_a_wake(void)
 	up_pipe_release(p);
 }
 
+/* A process that dies armed (never disarms) is taken off the wait line
+ * when it is reaped; otherwise every later data wake went to all. */
+static void dead_armed_reader_is_taken_off_the_line(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	pid_t pid;
+	int status;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR, &w));
+	(void)pollfd_or_skip(r); /* skips where poll mode is not supported */
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct up_pipe *q;
+		struct up_end *a;
+
+		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 ||
+		    up_open(q, UP_RD | UP_NONBLOCK, &a) < 0 || up_pollfd(a) < 0 ||
+		    up_poll_arm(a) != 0)
+			_exit(1);
+		_exit(0); /* armed, for good */
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), 0);
+	CHECK_EQ(atomic_load(&p->ln->rd_wait.npoll), 1);
+	CHECK_EQ(atomic_load(&p->ln->rd_wait.nwait), 1);
+	CHECK_EQ(up__peers_reap(r), 1);
+	CHECK_EQ(atomic_load(&p->ln->rd_wait.npoll), 0);
+	CHECK_EQ(atomic_load(&p->ln->rd_wait.nwait), 0);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 static void reader_wakes_on_eof(void)
 {
 	struct up_pipe *p;
@@ -365,6 +403,7 @@ int main(int argc, char **argv)
 		return 0;
 	RUN(reader_wakes_on_data);
 	RUN(armed_reader_does_not_swallow_a_wake);
+	RUN(dead_armed_reader_is_taken_off_the_line);
 	RUN(reader_wakes_on_eof);
 	RUN(writer_wakes_on_room);
 	RUN(writer_wakes_on_dead_reader_process);

@@ -28,8 +28,16 @@
  *   spin -DMUTANT=1 -a bias.pml      no membarrier(): must fail
  *   spin -DMUTANT=2 -a bias.pml      no wait for busy != IN: must fail
  *   spin -DNOFENCE -a bias.pml       membarrier refused: the revoker waits
- *                                    for the owner's ACK instead (passes)
- *   spin -DNOFENCE -DMUTANT=3 ...    ...but accepts busy != IN: must fail
+ *                                    for the owner's ACK, or for the owner
+ *                                    out with its buffer drained (the grace
+ *                                    period, UP_BIAS_GRACE_NS) (passes)
+ *   spin -DNOFENCE -DIDLE ...        the same with owners that stay open and
+ *                                    idle, never acknowledging (passes)
+ *   spin -DNOFENCE -DMUTANT=3 ...    ...but accepts busy != IN at once: must
+ *                                    fail
+ *   spin -DNOFENCE -DIDLE -DMUTANT=4 ... waits for the ACK only: an idle owner
+ *                                    never gives it, the revoker waits for
+ *                                    ever (invalid end state): must fail
  */
 
 #ifndef N
@@ -117,8 +125,14 @@ proctype Writer(byte id)
 				skip;
 #elif defined(NOFENCE) && MUTANT == 3
 				(busy[o] != IN);
+#elif defined(NOFENCE) && MUTANT == 4
+				(busy[o] == ACK);    /* no grace period */
 #elif defined(NOFENCE)
-				(busy[o] == ACK);
+				/* the owner's ACK, or the grace period: the owner is
+				 * out and whatever it stored before has drained
+				 * (UP_BIAS_GRACE_NS: stores do not stay buffered
+				 * for milliseconds) */
+				(busy[o] == ACK || (busy[o] != IN && empty(sb[o])));
 #else
 				(busy[o] != IN);
 #endif
@@ -141,11 +155,15 @@ proctype Writer(byte id)
 		done++;
 next:		skip
 	od;
+#ifndef IDLE
 	/* up__ring_end_closing(): out for good */
 	if
 	:: biased -> sb[id]!ACK
 	:: else -> skip
 	fi
+#endif
+	/* (IDLE: the writer stays open and never enters again, so never
+	 * acknowledges a mark; a revoker must not wait for it for ever.) */
 }
 
 init

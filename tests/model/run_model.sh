@@ -108,9 +108,12 @@ echo "== writers' lock biased to a lone writer (core/ring.c): TSO store buffers"
 check bias_n2             bias.pml pass
 check bias_n3             bias.pml pass -DN=3
 check bias_nofence        bias.pml pass -DNOFENCE
+check bias_nofence_idle   bias.pml pass -DNOFENCE -DIDLE
+check bias_idle           bias.pml pass -DIDLE
 check bias_mutant1        bias.pml fail -DMUTANT=1
 check bias_mutant2        bias.pml fail -DMUTANT=2
 check bias_nofence_mutant3 bias.pml fail -DNOFENCE -DMUTANT=3
+check bias_idle_mutant4   bias.pml fail -DNOFENCE -DIDLE -DMUTANT=4
 
 if [ "$fail" != 0 ]; then
 	echo "model check: FAILED (scratch files in $work)"

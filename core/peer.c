@@ -94,15 +94,19 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 						     memory_order_relaxed))
 		return false;
 	atomic_store_explicit(&se->pid, 0, memory_order_relaxed);
-	/* It died armed in poll mode: take it off that wait line, or every
-	 * data wake there would go to all for the life of the pipe. */
+	/* It died asleep, or armed in poll mode: take it off that wait line.
+	 * Left there, it made every waker believe in a sleeper, and an armed
+	 * one turned every data wake into a wake for all. */
 	armed = atomic_exchange_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
-	if (armed == UP_ARMED_LINE_RD || armed == UP_ARMED_LINE_WR) {
-		struct up_shm_wait *wl = armed == UP_ARMED_LINE_RD ? &p->ln->rd_wait
-								   : &p->ln->wr_wait;
+	if ((armed & UP_ARMED_LINE_MASK) == UP_ARMED_LINE_RD ||
+	    (armed & UP_ARMED_LINE_MASK) == UP_ARMED_LINE_WR) {
+		struct up_shm_wait *wl = (armed & UP_ARMED_LINE_MASK) == UP_ARMED_LINE_RD
+						 ? &p->ln->rd_wait
+						 : &p->ln->wr_wait;
 
 		dec_floor0(&wl->nwait);
-		dec_floor0(&wl->npoll);
+		if (armed & UP_ARMED_LINE_POLL)
+			dec_floor0(&wl->npoll);
 	}
 	count = role == UP_END_READER ? &p->ln->state.readers : &p->ln->state.writers;
 	/* seq_cst: this decrement is the progress store of the EOF/EPIPE

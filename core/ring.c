@@ -458,6 +458,21 @@ static void spin_release(struct up_shm_wait *wl)
 	atomic_store_explicit(&wl->spin_until, 0, memory_order_relaxed);
 }
 
+/* The UP_ARMED_LINE_* value of @wl, for the endpoint table (peer.c). */
+static uint32_t line_id(struct up_end *e, struct up_shm_wait *wl)
+{
+	return wl == &e->p->ln->rd_wait ? UP_ARMED_LINE_RD : UP_ARMED_LINE_WR;
+}
+
+/* Tell a reaper which count to take off should we die announced: set
+ * after the increment, cleared before the decrement, so a death in between
+ * leaks a count (extra wakes), never takes one that was not there (a lost
+ * wake). Relaxed: read only by a reaper, after our death. */
+static void announce_mark(struct up_end *e, uint32_t v)
+{
+	atomic_store_explicit(&e->p->ends[e->idx].armed, v, memory_order_relaxed);
+}
+
 static int wait_ready(struct up_end *e, struct up_shm_wait *wl,
 		      int (*ready)(struct up_end *), uint32_t peer_role)
 {
@@ -516,6 +531,7 @@ static int wait_ready(struct up_end *e, struct up_shm_wait *wl,
 		sweep_orphans(e);
 		atomic_store_explicit(&wl->pending, 0, memory_order_seq_cst);
 		atomic_fetch_add_explicit(&wl->nwait, 1, memory_order_seq_cst);
+		announce_mark(e, line_id(e, wl));
 		r = ready(e);
 		if (r == 0) {
 			up__count(&e->c.waits, 1);
@@ -541,6 +557,7 @@ static int wait_ready(struct up_end *e, struct up_shm_wait *wl,
 			if (r == 0)
 				r = ready(e);
 		}
+		announce_mark(e, UP_ARMED_LINE_NONE);
 		atomic_fetch_sub_explicit(&wl->nwait, 1, memory_order_seq_cst);
 		if (r < 0 && wl == &e->p->ln->rd_wait)
 			/* We may have taken a wake meant for data that we now
@@ -588,11 +605,7 @@ int up__ring_arm(struct up_end *e, _Atomic uint32_t **word, uint32_t *expect)
 		atomic_fetch_sub_explicit(&wl->npoll, 1, memory_order_seq_cst);
 		return r < 0 ? r : 1;
 	}
-	/* After the counts: a death in between leaks a count (extra wakes),
-	 * never takes one that was not there (a lost wake). */
-	atomic_store_explicit(&e->p->ends[e->idx].armed,
-			      (e->flags & UP_RD) ? UP_ARMED_LINE_RD : UP_ARMED_LINE_WR,
-			      memory_order_relaxed);
+	announce_mark(e, line_id(e, wl) | UP_ARMED_LINE_POLL);
 	e->armed = UP_ARMED_EXTERNAL;
 	*word = &wl->seq;
 	*expect = s;
@@ -635,9 +648,7 @@ void up__ring_disarm(struct up_end *e)
 	if (e->armed == UP_ARMED_POLL)
 		peer = e->waker->ops->disarm(e->waker, &sc);
 	e->armed = UP_ARMED_NONE;
-	/* Before the counts, for the same reason as in up__ring_arm(). */
-	atomic_store_explicit(&e->p->ends[e->idx].armed, UP_ARMED_LINE_NONE,
-			      memory_order_relaxed);
+	announce_mark(e, UP_ARMED_LINE_NONE);
 	atomic_fetch_sub_explicit(&end_line(e)->nwait, 1, memory_order_seq_cst);
 	atomic_fetch_sub_explicit(&end_line(e)->npoll, 1, memory_order_seq_cst);
 	up__count(&e->c.syscalls, sc);

@@ -169,15 +169,18 @@ struct up_shm_end {
 	/* UP_BUSY_*: where the writer the writers' lock is biased to stands;
 	 * written only by that endpoint (and zeroed when the entry is claimed). */
 	_Atomic uint32_t busy;
-	/* UP_ARMED_LINE_*: the wait line this endpoint is announced on in poll
-	 * mode, so that reaping it when its process died takes its count off
-	 * nwait and npoll (peer.c). */
+	/* UP_ARMED_LINE_*: the wait line this endpoint is announced on, asleep
+	 * (ring.c, wait_ready()) or armed in poll mode (| UP_ARMED_LINE_POLL),
+	 * so that reaping it when its process died takes its counts off nwait
+	 * and npoll (peer.c). */
 	_Atomic uint32_t armed;
 };
 
 #define UP_ARMED_LINE_NONE 0u
 #define UP_ARMED_LINE_RD   1u
 #define UP_ARMED_LINE_WR   2u
+#define UP_ARMED_LINE_MASK 3u
+#define UP_ARMED_LINE_POLL 4u
 
 #define UP_BUSY_OUT 0u /* not inside the writers' critical section */
 #define UP_BUSY_IN  1u /* inside it, entered through the bias */

@@ -9,6 +9,8 @@
  * non-blocking reader once returned -EAGAIN for ever here while data was
  * readable (found by fuzzing). Also: a table full of dead entries.
  */
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,6 +118,46 @@ static void table_of_dead_entries_is_reaped(void)
 	up_pipe_release(p);
 }
 
+/* A reader killed while asleep in up_read is taken off the readers' wait
+ * line when it is reaped: its nwait count used to stay for the life of the
+ * pipe, so every writer believed in a sleeper and issued wakes. */
+static void dead_sleeper_is_taken_off_the_line(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	pid_t pid;
+	int status;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR, &w));
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct up_pipe *q;
+		struct up_end *e;
+		char c;
+
+		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, UP_RD, &e) < 0)
+			_exit(1);
+		(void)up_read(e, &c, 1); /* sleeps until killed */
+		_exit(2);
+	}
+	/* Asleep in the kernel, announced on the line. */
+	while (harness_tid_state(pid) != 'S' || atomic_load(&p->ln->rd_wait.nwait) != 1)
+		sched_yield();
+	CHECK_SYS(kill(pid, SIGKILL));
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFSIGNALED(status));
+	CHECK_EQ(atomic_load(&p->ln->rd_wait.nwait), 1);
+	CHECK_EQ(up__peers_reap(w), 1);
+	CHECK_EQ(atomic_load(&p->ln->rd_wait.nwait), 0);
+	CHECK_EQ(atomic_load(&p->ln->rd_wait.npoll), 0);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -124,5 +166,6 @@ int main(int argc, char **argv)
 	RUN(nonblocking_writer_takes_over);
 	RUN(blocking_reader_takes_over);
 	RUN(table_of_dead_entries_is_reaped);
+	RUN(dead_sleeper_is_taken_off_the_line);
 	return 0;
 }

@@ -666,6 +666,31 @@ void up__ring_disarm(struct up_end *e)
  * and a value that names no endpoint is a corrupt segment, not a reason to
  * wait forever.
  */
+/*
+ * Waiting for another endpoint to let go (a lock's holder, a bias owner):
+ * step @i of the backoff. Spins UP_LOCK_SPINS times, then yields
+ * UP_LOCK_YIELDS times (the holder may be preempted on our core; a
+ * non-blocking caller skips that and gives up instead). Returns true when
+ * it spun or yielded, false when the caller should check for a dead holder
+ * and then sleep or give up. After a sleep, the caller sets i to
+ * UP_BACKOFF_SLEPT: no second round of spinning and yielding.
+ */
+#define UP_BACKOFF_SLEPT (UP_LOCK_SPINS + UP_LOCK_YIELDS - 1)
+
+static bool backoff(struct up_end *e, unsigned int i, bool nonblock)
+{
+	if (i < UP_LOCK_SPINS) {
+		up__cpu_relax();
+		return true;
+	}
+	if (i < UP_LOCK_SPINS + UP_LOCK_YIELDS && !nonblock) {
+		sched_yield();
+		up__count(&e->c.syscalls, 1);
+		return true;
+	}
+	return false;
+}
+
 static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 {
 	struct up_pipe *p = e->p;
@@ -693,17 +718,8 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		    (owner & UP_END_ROLE_MASK) > p->g.max_ends || owner == e->lock_id ||
 		    is_broken(p))
 			return proto_error(p);
-		if (i < UP_LOCK_SPINS) {
-			up__cpu_relax();
+		if (backoff(e, i, nonblock))
 			continue;
-		}
-		if (i < UP_LOCK_SPINS + UP_LOCK_YIELDS && !nonblock) {
-			/* The holder may be preempted on our core: let it run.
-			 * (A non-blocking caller gives up instead: -EAGAIN.) */
-			sched_yield();
-			up__count(&e->c.syscalls, 1);
-			continue;
-		}
 		/* Before giving up (non-blocking) or sleeping: a holder that
 		 * died would otherwise keep a non-blocking end at -EAGAIN for
 		 * ever (found by the fuzzing pass). */
@@ -729,9 +745,8 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		e->waker->ops->wait(e->waker, lk, cur | UP_LOCK_WAITERS, UP_WAIT_SLICE_NS,
 				    NULL, 0, &sc);
 		up__count(&e->c.syscalls, sc);
-		/* Woken or timed out: look once more, then sleep again
-		 * (no second round of spinning and yielding). */
-		i = UP_LOCK_SPINS + UP_LOCK_YIELDS - 1;
+		/* Woken or timed out: look once more, then sleep again. */
+		i = UP_BACKOFF_SLEPT;
 	}
 }
 
@@ -783,8 +798,6 @@ static void lock_drop(struct up_end *e, _Atomic uint32_t *lk)
  * and whose process registered for membarrier, so a second writer costs
  * one barrier (12 us here) once, and never two owners exist.
  */
-#define UP_BIAS_SPINS   256
-#define UP_BIAS_YIELDS  64
 /* A revoker sleeps on the owner's busy word in slices of this, looking for
  * a dead owner in between (the futex backend cannot watch pidfds). */
 #define UP_BIAS_SLICE_NS 10000000ull /* 10 ms */
@@ -858,16 +871,8 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 			break;
 		if (is_broken(p))
 			return -EPROTO;
-		if (i < UP_BIAS_SPINS) {
-			up__cpu_relax();
+		if (backoff(w, i, nonblock))
 			continue;
-		}
-		/* A non-blocking taker gives up below instead (as lock_take()). */
-		if (i < UP_BIAS_SPINS + UP_BIAS_YIELDS && !nonblock) {
-			sched_yield();
-			up__count(&w->c.syscalls, 1);
-			continue;
-		}
 		/* The owner is preempted, holds a reservation open, or died
 		 * inside: whatever it published is whole (single stores). */
 		if (up__lock_owner_gone(w, owner))
@@ -881,7 +886,7 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 		up__count(&w->c.waits, 1);
 		w->waker->ops->wait(w->waker, busy, st, UP_BIAS_SLICE_NS, NULL, 0, &sc);
 		up__count(&w->c.syscalls, sc);
-		i = UP_BIAS_SPINS + UP_BIAS_YIELDS - 1; /* no second round of spins */
+		i = UP_BACKOFF_SLEPT;
 	}
 clear:
 	/* Step 4. Relaxed: we hold the word; its release publishes this. */

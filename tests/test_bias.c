@@ -36,6 +36,17 @@ static uint32_t busy_of(struct up_pipe *p, struct up_end *e)
 	return atomic_load(&p->ends[e->idx].busy);
 }
 
+/* A pipe with one reader and one writer end open. */
+static struct up_pipe *pipe_rw(struct up_end **r, struct up_end **w)
+{
+	struct up_pipe *p;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, r));
+	CHECK_OK(up_open(p, UP_WR, w));
+	return p;
+}
+
 static void need_membarrier(void)
 {
 	uint64_t sc = 0;
@@ -63,9 +74,7 @@ static void lone_writer_is_biased(void)
 	char buf[300], exp[300];
 
 	need_membarrier();
-	CHECK_OK(up_pipe_create(NULL, &p));
-	CHECK_OK(up_open(p, UP_RD, &r));
-	CHECK_OK(up_open(p, UP_WR, &w));
+	p = pipe_rw(&r, &w);
 	CHECK_EQ(bias_of(p), 0);
 	for (int i = 0; i < 3; i++) {
 		memset(exp + 100 * i, 'a' + i, 100);
@@ -113,9 +122,7 @@ static void second_writer_takes_bias_back(void)
 	char buf[400], exp[400];
 
 	need_membarrier();
-	CHECK_OK(up_pipe_create(NULL, &p));
-	CHECK_OK(up_open(p, UP_RD, &r));
-	CHECK_OK(up_open(p, UP_WR, &w1));
+	p = pipe_rw(&r, &w1);
 	memset(exp, 'A', 100);
 	memset(exp + 100, 'B', 100);
 	memset(exp + 200, 'C', 100);
@@ -159,9 +166,7 @@ static void second_writer_waits_for_reservation(void)
 	char buf[300];
 
 	need_membarrier();
-	CHECK_OK(up_pipe_create(NULL, &p));
-	CHECK_OK(up_open(p, UP_RD, &r));
-	CHECK_OK(up_open(p, UP_WR, &w1));
+	p = pipe_rw(&r, &w1);
 	CHECK_EQ(up_write(w1, "0123456789", 10), 10);
 	CHECK_EQ(up_reserve(w1, 90, iov, &cnt), 90);
 	CHECK(w1->resv_merge);
@@ -229,9 +234,7 @@ static void blocking_second_writer_is_woken_at_commit(void)
 	char buf[104];
 
 	need_membarrier();
-	CHECK_OK(up_pipe_create(NULL, &p));
-	CHECK_OK(up_open(p, UP_RD, &r));
-	CHECK_OK(up_open(p, UP_WR, &w1));
+	p = pipe_rw(&r, &w1);
 	CHECK_EQ(up_write(w1, "0123456789", 10), 10);
 	CHECK_EQ(up_reserve(w1, 90, iov, &cnt), 90);
 	CHECK_EQ(busy_of(p, w1), UP_BUSY_IN);
@@ -266,9 +269,7 @@ static void owner_close_clears_a_mark(void)
 	int cnt = 2;
 
 	need_membarrier();
-	CHECK_OK(up_pipe_create(NULL, &p));
-	CHECK_OK(up_open(p, UP_RD, &r));
-	CHECK_OK(up_open(p, UP_WR, &w1));
+	p = pipe_rw(&r, &w1);
 	CHECK_EQ(up_write(w1, "0123456789", 10), 10);
 	CHECK_EQ(up_reserve(w1, 10, iov, &cnt), 10);
 	CHECK_OK(up_open(p, UP_WR | UP_NONBLOCK, &w2));
@@ -316,9 +317,7 @@ static void unfenced_writer_passes_an_idle_owner(void)
 	char buf[32];
 
 	need_membarrier();
-	CHECK_OK(up_pipe_create(NULL, &p));
-	CHECK_OK(up_open(p, UP_RD, &r));
-	CHECK_OK(up_open(p, UP_WR, &w));
+	p = pipe_rw(&r, &w);
 	CHECK_EQ(up_write(w, "owner", 5), 5);
 	CHECK_EQ(bias_of(p), w->lock_id); /* and now idle, for good */
 	pid = fork();
@@ -456,6 +455,44 @@ static void wait_rebias(struct up_pipe *p)
 		sched_yield();
 }
 
+/* The reader's side of a churn: bytes as read, parsed into records; each
+ * must be whole and next in its writer's sequence. */
+struct rec_stream {
+	unsigned char buf[1 << 16];
+	size_t have;
+	uint32_t next[3];
+	uint64_t recs;
+};
+
+/* Room for the next read: odd sizes, so records straddle reads. */
+static size_t rec_room(const struct rec_stream *rs)
+{
+	return sizeof(rs->buf) - rs->have - (rs->recs % 7) * 9;
+}
+
+/* @k more bytes arrived at buf + have: check and drop the whole records. */
+static void rec_take(struct rec_stream *rs, size_t k)
+{
+	size_t off = 0;
+
+	rs->have += k;
+	for (; rs->have - off >= REC; off += REC) {
+		struct rec x;
+
+		memcpy(&x, rs->buf + off, REC);
+		if (!rec_ok(&x)) {
+			fprintf(stderr, "record %llu is torn or foreign\n",
+				(unsigned long long)rs->recs);
+			CHECK(false);
+		}
+		CHECK_EQ(x.seq, rs->next[x.who]);
+		rs->next[x.who]++;
+		rs->recs++;
+	}
+	memmove(rs->buf, rs->buf + off, rs->have - off);
+	rs->have -= off;
+}
+
 struct churn {
 	struct up_pipe *p;
 	struct up_end *a;
@@ -503,13 +540,12 @@ static void churn_pass(void)
 	struct up_config cfg;
 	struct up_end *r;
 	pthread_t ta, tb;
-	uint32_t next[3] = { 0, 0, 0 };
-	uint64_t recs = 0;
-	static unsigned char buf[1 << 16];
-	size_t have = 0;
-	void *bret;
+	static struct rec_stream rs;
+	bool joined = false;
+	void *bret = NULL;
 
 	need_membarrier();
+	memset(&rs, 0, sizeof(rs));
 	up_config_init(&cfg);
 	cfg.capacity = 256 * 1024;
 	CHECK_OK(up_pipe_create(&cfg, &c.p));
@@ -521,40 +557,24 @@ static void churn_pass(void)
 	 * comes from the close below. Read in odd sizes: records straddle
 	 * reads. */
 	for (;;) {
-		ssize_t k = up_read(r, buf + have, sizeof(buf) - have - (recs % 7) * 9);
+		ssize_t k = up_read(r, rs.buf + rs.have, rec_room(&rs));
 
 		if (k == 0)
 			break;
 		CHECK(k > 0);
-		have += (size_t)k;
-		size_t off = 0;
-
-		for (; have - off >= REC; off += REC) {
-			struct rec x;
-
-			memcpy(&x, buf + off, REC);
-			if (!rec_ok(&x)) {
-				fprintf(stderr, "record %llu is torn or foreign\n",
-					(unsigned long long)recs);
-				CHECK(false);
-			}
-			CHECK_EQ(x.seq, next[x.who]);
-			next[x.who]++;
-			recs++;
-			if (x.who == 1 && x.seq == A_RECS - 1) {
-				CHECK(pthread_join(ta, NULL) == 0);
-				CHECK(pthread_join(tb, &bret) == 0);
-				up_close(c.a);
-			}
+		rec_take(&rs, (size_t)k);
+		if (rs.next[1] == A_RECS && !joined) {
+			CHECK(pthread_join(ta, NULL) == 0);
+			CHECK(pthread_join(tb, &bret) == 0);
+			up_close(c.a);
+			joined = true;
 		}
-		memmove(buf, buf + off, have - off);
-		have -= off;
 	}
-	CHECK_EQ(have, 0);
-	CHECK_EQ(next[1], A_RECS);
-	CHECK_EQ(next[2], (uint32_t)(uintptr_t)bret);
+	CHECK_EQ(rs.have, 0);
+	CHECK_EQ(rs.next[1], A_RECS);
+	CHECK_EQ(rs.next[2], (uint32_t)(uintptr_t)bret);
 	printf("# %u records of B in %u rounds beside %u of A; %llu biases taken back\n",
-	       next[2], next[2] / B_PER, A_RECS, (unsigned long long)atomic_load(&c.revokes));
+	       rs.next[2], rs.next[2] / B_PER, A_RECS, (unsigned long long)atomic_load(&c.revokes));
 	/* The test is about the bias changing hands: it must have. */
 	CHECK(atomic_load(&c.revokes) >= 10);
 	up_close(r);
@@ -584,14 +604,13 @@ static void churn_procs_pass(void)
 	struct up_config cfg;
 	struct up_end *r;
 	pthread_t ta;
-	uint32_t next[3] = { 0, 0, 0 };
-	uint64_t recs = 0, revokes = 0;
-	static unsigned char buf[1 << 16];
-	size_t have = 0;
+	static struct rec_stream rs;
+	uint64_t revokes = 0;
 	int go[2], res[2], status;
 	pid_t pid;
 
 	need_membarrier();
+	memset(&rs, 0, sizeof(rs));
 	up_config_init(&cfg);
 	cfg.capacity = 256 * 1024;
 	CHECK_OK(up_pipe_create(&cfg, &c.p));
@@ -628,39 +647,22 @@ static void churn_procs_pass(void)
 	}
 	CHECK(pthread_create(&ta, NULL, writer_a, &c) == 0);
 	CHECK_EQ(write(go[1], "g", 1), 1);
-	while (recs < A_RECS + BP_ROUNDS * B_PER) {
-		ssize_t k = up_read(r, buf + have, sizeof(buf) - have - (recs % 7) * 9);
+	while (rs.recs < A_RECS + BP_ROUNDS * B_PER) {
+		ssize_t k = up_read(r, rs.buf + rs.have, rec_room(&rs));
 
 		CHECK(k > 0);
-		have += (size_t)k;
-		size_t off = 0;
-
-		for (; have - off >= REC; off += REC) {
-			struct rec x;
-
-			memcpy(&x, buf + off, REC);
-			if (!rec_ok(&x)) {
-				fprintf(stderr, "record %llu is torn or foreign\n",
-					(unsigned long long)recs);
-				CHECK(false);
-			}
-			CHECK_EQ(x.seq, next[x.who]);
-			next[x.who]++;
-			recs++;
-		}
-		memmove(buf, buf + off, have - off);
-		have -= off;
+		rec_take(&rs, (size_t)k);
 	}
-	CHECK_EQ(have, 0);
+	CHECK_EQ(rs.have, 0);
 	CHECK(pthread_join(ta, NULL) == 0);
 	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	CHECK(WIFEXITED(status));
 	CHECK_EQ(WEXITSTATUS(status), 0);
 	CHECK_EQ(read(res[0], &revokes, sizeof(revokes)), (ssize_t)sizeof(revokes));
-	CHECK_EQ(next[1], A_RECS);
-	CHECK_EQ(next[2], BP_ROUNDS * B_PER);
+	CHECK_EQ(rs.next[1], A_RECS);
+	CHECK_EQ(rs.next[2], BP_ROUNDS * B_PER);
 	printf("# %u records of B (another process) beside %u of A; %llu biases taken back\n",
-	       next[2], A_RECS, (unsigned long long)revokes);
+	       rs.next[2], A_RECS, (unsigned long long)revokes);
 	CHECK(revokes >= 10);
 	close(go[0]);
 	close(go[1]);

@@ -694,7 +694,7 @@ static bool backoff(struct up_end *e, unsigned int i, bool nonblock)
 static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 {
 	struct up_pipe *p = e->p;
-	uint32_t cur = 0, owner;
+	uint32_t cur = 0, owner, keep = 0;
 	unsigned int i;
 
 	/* Acquire: the critical section's reads come after; pairs with the
@@ -709,7 +709,7 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		if (owner == 0) {
 			/* Keep the waiters bit: others may still sleep. */
 			if (atomic_compare_exchange_weak_explicit(
-				    lk, &cur, e->lock_id | (cur & UP_LOCK_WAITERS),
+				    lk, &cur, e->lock_id | (cur & UP_LOCK_WAITERS) | keep,
 				    memory_order_acquire, memory_order_relaxed))
 				return 0;
 			continue;
@@ -727,7 +727,7 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 			/* Take it over from the dead; what it published is
 			 * whole (single stores), the rest was never visible. */
 			if (atomic_compare_exchange_strong_explicit(
-				    lk, &cur, e->lock_id | (cur & UP_LOCK_WAITERS),
+				    lk, &cur, e->lock_id | (cur & UP_LOCK_WAITERS) | keep,
 				    memory_order_acquire, memory_order_relaxed))
 				return 0;
 			continue;
@@ -742,10 +742,22 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 			continue;
 		uint64_t sc = 0;
 		up__count(&e->c.waits, 1);
-		e->waker->ops->wait(e->waker, lk, cur | UP_LOCK_WAITERS, UP_WAIT_SLICE_NS,
-				    NULL, 0, &sc);
+		if (e->waker->ops->wait(e->waker, lk, cur | UP_LOCK_WAITERS, UP_WAIT_SLICE_NS,
+					NULL, 0, &sc) == -ETIMEDOUT)
+			up__count(&e->c.timeouts, 1);
 		up__count(&e->c.syscalls, sc);
-		/* Woken or timed out: look once more, then sleep again. */
+		/*
+		 * Woken or timed out: look once more, then sleep again. The
+		 * drop that woke us cleared the waiters bit, and others may
+		 * still sleep behind us, so from now on we take the lock with
+		 * the bit set: our drop then wakes the next, as a futex
+		 * mutex's "contended" state does. Taking it without the bit
+		 * left the second of two sleepers asleep, with the lock free,
+		 * for its whole slice (found by test_wakeup_torture under
+		 * TSan; test_lock_takeover, two_sleepers_are_both_woken).
+		 * Costs one needless wake when nobody else sleeps.
+		 */
+		keep = UP_LOCK_WAITERS;
 		i = UP_BACKOFF_SLEPT;
 	}
 }

@@ -42,6 +42,7 @@
 #include <sys/syscall.h>
 
 #include "harness.h"
+#include "up_int.h" /* the shared lines, for the stall report */
 #include "uringpipe.h"
 
 #define REC        64u
@@ -437,6 +438,63 @@ static bool all_asleep_with_work(int nwk, const int *wkidx)
 	return pend > 0 || writer_in;
 }
 
+/* Print one line of a /proc file, prefixed, if it can be read. */
+static void print_proc_line(const char *what, pid_t tid)
+{
+	char path[64], buf[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)tid, what);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (fgets(buf, sizeof(buf), f))
+		fprintf(stderr, "    %s: %.*s\n", what, (int)strcspn(buf, "\n"), buf);
+	fclose(f);
+}
+
+/*
+ * A stall was found: say where every worker sleeps (its system call and
+ * kernel wait channel) and what the pipe's shared lines hold, so that a
+ * failure seen once in CI can be explained without a rerun. (This is how
+ * the lost lock hand-off of ring.c's lock_take() was found.)
+ */
+static void report_stall(int nwk, const int *wkidx)
+{
+	const struct up_shm_lines *l = g_pipe->ln;
+	uint64_t pos = atomic_load(&l->cons.pos);
+	int i;
+
+	for (i = 0; i < nwk; i++) {
+		const struct worker *w = &g_ctl->wk[wkidx[i]];
+		pid_t tid = atomic_load(&w->tid);
+
+		fprintf(stderr, "  worker %d: phase %d, tid %d, state %c\n", wkidx[i],
+			(int)atomic_load(&w->phase), (int)tid, harness_tid_state(tid));
+		print_proc_line("syscall", tid);
+		print_proc_line("wchan", tid);
+	}
+	fprintf(stderr,
+		"  wlock %#x bias %#x, rlock %#x, head %u, tail %u + %u, pool get %u put %u, "
+		"readers %u writers %u\n",
+		atomic_load(&l->wlock.word), atomic_load(&l->wlock.bias),
+		atomic_load(&l->rlock.word), atomic_load(&l->prod.head), up__pos_tail(pos),
+		up__pos_off(pos), atomic_load(&l->pget.get), atomic_load(&l->pput.put),
+		atomic_load(&l->state.readers), atomic_load(&l->state.writers));
+	fprintf(stderr, "  rd_wait seq %u nwait %u pending %u; wr_wait seq %u nwait %u pending %u\n",
+		atomic_load(&l->rd_wait.seq), atomic_load(&l->rd_wait.nwait),
+		atomic_load(&l->rd_wait.pending), atomic_load(&l->wr_wait.seq),
+		atomic_load(&l->wr_wait.nwait), atomic_load(&l->wr_wait.pending));
+	for (i = 0; i < (int)g_pipe->g.max_ends; i++) {
+		const struct up_shm_end *e = &g_pipe->ends[i];
+
+		if (atomic_load(&e->state) != UP_END_FREE)
+			fprintf(stderr, "  end %d: state %#x pid %d busy %u armed %u\n", i,
+				atomic_load(&e->state), (int)atomic_load(&e->pid),
+				atomic_load(&e->busy), atomic_load(&e->armed));
+	}
+}
+
 /* Polls @done, running the detector. */
 static void watch_until(bool (*done)(uint64_t), uint64_t arg, int nwk, const int *wkidx,
 			uint64_t *max_stall)
@@ -470,6 +528,7 @@ static void watch_until(bool (*done)(uint64_t), uint64_t arg, int nwk, const int
 					"(produced %" PRIu64 ", consumed %" PRIu64 ")\n",
 					(double)(harness_now_ns() - t_prog) / 1e6,
 					atomic_load(&g_ctl->produced), atomic_load(&g_ctl->consumed));
+				report_stall(nwk, wkidx);
 				harness_fail();
 			}
 		}

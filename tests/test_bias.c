@@ -595,82 +595,133 @@ static void exclusion_under_churn(void)
  * would not), and its endpoint table entries come and go in another
  * address space. The reader counts records instead of waiting for end of
  * stream, which comes and goes with B's ends.
+ *
+ * Each side has a process of its own, single-threaded: A in this one, B
+ * and the reader in children. TSan sees only one process at a time, so a
+ * page that went from the reader through B's process to A (freed, taken,
+ * merged into) looked like a race between two threads of one process when
+ * A and the reader were threads side by side.
  */
 #define BP_ROUNDS 1000u
 
-static void churn_procs_pass(void)
+static void b_child(struct up_pipe *p, int go, int res)
 {
-	struct churn c = { 0 };
-	struct up_config cfg;
-	struct up_end *r;
-	pthread_t ta;
-	static struct rec_stream rs;
-	uint64_t revokes = 0;
-	int go[2], res[2], status;
-	pid_t pid;
+	struct up_pipe *q;
+	uint32_t seq = 0;
+	uint64_t rv = 0;
+	struct rec x;
+	char t;
 
-	need_membarrier();
-	memset(&rs, 0, sizeof(rs));
-	up_config_init(&cfg);
-	cfg.capacity = 256 * 1024;
-	CHECK_OK(up_pipe_create(&cfg, &c.p));
-	CHECK_OK(up_open(c.p, UP_RD, &r));
-	CHECK_OK(up_open(c.p, UP_WR, &c.a));
-	CHECK_SYS(pipe(go));
-	CHECK_SYS(pipe(res));
-	pid = fork(); /* before any thread: the child may allocate */
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		struct up_pipe *q;
-		uint32_t seq = 0;
-		uint64_t rv = 0;
-		struct rec x;
-		char t;
+	if (read(go, &t, 1) != 1 || up_pipe_attach(up_pipe_fd(p), &q) < 0)
+		_exit(1);
+	for (uint32_t round = 0; round < BP_ROUNDS; round++) {
+		struct up_end *b;
 
-		if (read(go[0], &t, 1) != 1 || up_pipe_attach(up_pipe_fd(c.p), &q) < 0)
-			_exit(1);
-		for (uint32_t round = 0; round < BP_ROUNDS; round++) {
-			struct up_end *b;
-
-			if (up_open(q, UP_WR, &b) < 0)
-				_exit(2);
-			for (uint32_t k = 0; k < B_PER; k++) {
-				rec_make(&x, 2, seq++);
-				if (up_write(b, &x, sizeof(x)) != (ssize_t)sizeof(x))
-					_exit(3);
-			}
-			rv += atomic_load(&b->c.revokes);
-			up_close(b);
-			wait_rebias(q);
+		if (up_open(q, UP_WR, &b) < 0)
+			_exit(2);
+		for (uint32_t k = 0; k < B_PER; k++) {
+			rec_make(&x, 2, seq++);
+			if (up_write(b, &x, sizeof(x)) != (ssize_t)sizeof(x))
+				_exit(3);
 		}
-		_exit(write(res[1], &rv, sizeof(rv)) == (ssize_t)sizeof(rv) ? 0 : 4);
+		rv += atomic_load(&b->c.revokes);
+		up_close(b);
+		wait_rebias(q);
 	}
-	CHECK(pthread_create(&ta, NULL, writer_a, &c) == 0);
-	CHECK_EQ(write(go[1], "g", 1), 1);
+	_exit(write(res, &rv, sizeof(rv)) == (ssize_t)sizeof(rv) ? 0 : 4);
+}
+
+/* What the reader child found, sent back whole. */
+struct rd_result {
+	uint32_t next[3];
+	size_t have;
+};
+
+static void reader_child(struct up_pipe *p, int ready, int go, int res)
+{
+	static struct rec_stream rs;
+	struct rd_result out;
+	struct up_pipe *q;
+	struct up_end *r;
+	char t;
+
+	memset(&rs, 0, sizeof(rs));
+	/* Open, then read only once A is open too (or: end of stream). */
+	if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, UP_RD, &r) < 0 ||
+	    write(ready, "r", 1) != 1 || read(go, &t, 1) != 1)
+		_exit(1);
+	/* rec_take() fails the child on a torn, foreign or reordered record. */
 	while (rs.recs < A_RECS + BP_ROUNDS * B_PER) {
 		ssize_t k = up_read(r, rs.buf + rs.have, rec_room(&rs));
 
-		CHECK(k > 0);
+		if (k <= 0)
+			_exit(2);
 		rec_take(&rs, (size_t)k);
 	}
-	CHECK_EQ(rs.have, 0);
-	CHECK(pthread_join(ta, NULL) == 0);
-	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	memcpy(out.next, rs.next, sizeof(out.next));
+	out.have = rs.have;
+	_exit(write(res, &out, sizeof(out)) == (ssize_t)sizeof(out) ? 0 : 4);
+}
+
+static void churn_procs_pass(void)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+	struct up_end *a;
+	struct rd_result got;
+	struct rec x;
+	uint64_t revokes = 0;
+	int go[2], bres[2], ready[2], rres[2], status;
+	pid_t bpid, rpid;
+	char t;
+
+	need_membarrier();
+	up_config_init(&cfg);
+	cfg.capacity = 256 * 1024;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	CHECK_SYS(pipe(go));
+	CHECK_SYS(pipe(bres));
+	CHECK_SYS(pipe(ready));
+	CHECK_SYS(pipe(rres));
+	rpid = fork();
+	CHECK(rpid >= 0);
+	if (rpid == 0)
+		reader_child(p, ready[1], go[0], rres[1]);
+	bpid = fork();
+	CHECK(bpid >= 0);
+	if (bpid == 0)
+		b_child(p, go[0], bres[1]);
+	/* The reader is open before A writes (no -EPIPE), A before the
+	 * reader reads (no end of stream); then B and the reader start. */
+	CHECK_EQ(read(ready[0], &t, 1), 1);
+	CHECK_OK(up_open(p, UP_WR, &a));
+	CHECK_EQ(write(go[1], "gg", 2), 2);
+	for (uint32_t i = 0; i < A_RECS; i++) {
+		rec_make(&x, 1, i);
+		CHECK_EQ(up_write(a, &x, sizeof(x)), (ssize_t)sizeof(x));
+	}
+	CHECK_EQ(waitpid(bpid, &status, 0), bpid);
 	CHECK(WIFEXITED(status));
 	CHECK_EQ(WEXITSTATUS(status), 0);
-	CHECK_EQ(read(res[0], &revokes, sizeof(revokes)), (ssize_t)sizeof(revokes));
-	CHECK_EQ(rs.next[1], A_RECS);
-	CHECK_EQ(rs.next[2], BP_ROUNDS * B_PER);
+	CHECK_EQ(waitpid(rpid, &status, 0), rpid);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), 0);
+	CHECK_EQ(read(bres[0], &revokes, sizeof(revokes)), (ssize_t)sizeof(revokes));
+	CHECK_EQ(read(rres[0], &got, sizeof(got)), (ssize_t)sizeof(got));
+	CHECK_EQ(got.have, 0);
+	CHECK_EQ(got.next[1], A_RECS);
+	CHECK_EQ(got.next[2], BP_ROUNDS * B_PER);
 	printf("# %u records of B (another process) beside %u of A; %llu biases taken back\n",
-	       rs.next[2], A_RECS, (unsigned long long)revokes);
+	       got.next[2], A_RECS, (unsigned long long)revokes);
 	CHECK(revokes >= 10);
-	close(go[0]);
-	close(go[1]);
-	close(res[0]);
-	close(res[1]);
-	up_close(c.a);
-	up_close(r);
-	up_pipe_release(c.p);
+	for (int i = 0; i < 2; i++) {
+		close(go[i]);
+		close(bres[i]);
+		close(ready[i]);
+		close(rres[i]);
+	}
+	up_close(a);
+	up_pipe_release(p);
 }
 
 static void exclusion_under_churn_across_processes(void)

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 #
 # run_model.sh - exhaustive spin checks of the sleep/wake handshake
-# (wake.pml), the publish protocol (publish.pml) and the biased writers'
-# lock (bias.pml); see README.md.
+# (wake.pml), the publish protocol (publish.pml), the biased writers'
+# lock (bias.pml) and the futex mutex under both locks (lock.pml); see
+# README.md.
 #
 # Passes (exit 0) when every model of the code as written has no error AND
 # every deliberately broken variant (the store-buffered progress store, and
@@ -114,6 +115,11 @@ check bias_mutant1        bias.pml fail -DMUTANT=1
 check bias_mutant2        bias.pml fail -DMUTANT=2
 check bias_nofence_mutant3 bias.pml fail -DNOFENCE -DMUTANT=3
 check bias_idle_mutant4   bias.pml fail -DNOFENCE -DIDLE -DMUTANT=4
+echo "== the futex mutex of both locks (core/ring.c): every sleeper is woken in turn"
+check lock_n3_r2          lock.pml pass
+check lock_n3_r3          lock.pml pass -DROUNDS=3
+check lock_mutant1        lock.pml fail -DMUTANT=1
+check lock_mutant2        lock.pml fail -DMUTANT=2
 
 if [ "$fail" != 0 ]; then
 	echo "model check: FAILED (scratch files in $work)"

@@ -1,0 +1,134 @@
+/*
+ * lock.pml - the ring's futex mutex (core/ring.c, lock_take() and
+ * lock_drop()): the writers' lock word, and the readers' lock.
+ *
+ * The word is 0 (free) or the holder's id, with the WAITERS bit once a
+ * waiter set it before sleeping. lock_drop() exchanges the word to 0 and,
+ * when the bit was set, wakes one sleeper. A waiter that finds the lock
+ * free takes it with the bit it found; one that has slept takes it with
+ * the bit set whatever it found (the drop that woke it cleared the bit,
+ * and others may still sleep behind it).
+ *
+ * N threads take and drop the lock ROUNDS times each. The properties:
+ * mutual exclusion (an assertion in the critical section), and no thread
+ * left blocked in futex_wait at the end (pan's invalid end state check,
+ * -DSAFETY): every sleeper is woken by someone. The library also cuts each
+ * sleep into 50 ms slices, so a lost wake there is a stall, not a hang;
+ * like wake.pml, the model leaves the slices out so that a lost wake shows.
+ * Spinning, yielding and the dead-holder takeover are left out: they only
+ * add ways to retry, never a wake.
+ *
+ * -DMUTANT=1: a waiter that slept takes the lock without the bit (the code
+ * before 3d558e2): the second of two sleepers is never woken.
+ * -DMUTANT=2: lock_drop() does not wake (the bit ignored).
+ */
+#ifndef N
+#define N 3
+#endif
+#ifndef ROUNDS
+#define ROUNDS 2
+#endif
+#ifndef MUTANT
+#define MUTANT 0
+#endif
+
+#define W 128 /* UP_LOCK_WAITERS */
+
+byte word;     /* the lock word: 0, or id (1..N), | W */
+bit inq[N];    /* futex wait queue: thread i is blocked in futex_wait */
+byte incs;     /* threads in the critical section */
+
+/* futex_wake(word, 1): dequeue one blocked thread, any of them. */
+inline futex_wake_one()
+{
+	atomic {
+		if
+		:: inq[0] -> inq[0] = 0
+		:: N > 1 && inq[1] -> inq[1] = 0
+		:: N > 2 && inq[2] -> inq[2] = 0
+		:: N > 3 && inq[3] -> inq[3] = 0
+		:: else -> skip
+		fi
+	}
+}
+
+proctype Thread(byte me)
+{
+	byte id = me + 1, cur, keep, r = 0;
+
+	do
+	:: r < ROUNDS ->
+		/* lock_take() */
+		keep = 0;
+		atomic {
+			if
+			:: word == 0 -> word = id; goto locked
+			:: else -> skip
+			fi
+		}
+retry:
+		cur = word;
+		if
+		:: (cur & ~W) == 0 ->
+			/* CAS(word, cur -> id | (cur & W) | keep) */
+			atomic {
+				if
+				:: word == cur -> word = id | (cur & W) | keep; goto locked
+				:: else -> skip
+				fi
+			}
+			goto retry
+		:: else -> skip
+		fi;
+		if
+		:: (cur & W) == 0 ->
+			/* CAS(word, cur -> cur | W) */
+			atomic {
+				if
+				:: word == cur -> word = cur | W
+				:: else -> goto retry
+				fi
+			}
+		:: else -> skip
+		fi;
+		/* futex_wait(word, cur | W): one step that returns if the word
+		 * differs or else enqueues; then blocked until dequeued. */
+		atomic {
+			if
+			:: word == (cur | W) -> inq[me] = 1
+			:: else -> skip
+			fi
+		}
+		(inq[me] == 0);
+#if MUTANT == 1
+		keep = 0;
+#else
+		keep = W;
+#endif
+		goto retry;
+locked:
+		incs++;
+		assert(incs == 1);
+		incs--;
+		/* lock_drop(): xchg(word, 0), then wake one if the bit was set */
+		atomic { cur = word; word = 0 }
+#if MUTANT != 2
+		if
+		:: cur & W -> futex_wake_one()
+		:: else -> skip
+		fi;
+#endif
+		r++
+	:: else -> break
+	od
+}
+
+init {
+	byte i;
+
+	atomic {
+		for (i : 0 .. N - 1) {
+			run Thread(i)
+		}
+	}
+}

@@ -754,7 +754,7 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		 * mutex's "contended" state does. Taking it without the bit
 		 * left the second of two sleepers asleep, with the lock free,
 		 * for its whole slice (found by test_wakeup_torture under
-		 * TSan; test_lock_takeover, two_sleepers_are_both_woken).
+		 * TSan; test_lock_handoff, two_*_asleep_are_both_woken).
 		 * Costs one needless wake when nobody else sleeps.
 		 */
 		keep = UP_LOCK_WAITERS;
@@ -1605,6 +1605,22 @@ static void chain_wake(struct up_end *rd)
 }
 
 /*
+ * A reader lets go of a peek without consuming (up_consume(0), a refused
+ * up_consume, close): the writer's wake for one reader may have been the
+ * one that brought it here, so pass it on, or another reader sleeps with
+ * the data there for its whole slice (found by a review; test_lock_handoff,
+ * peek_let_go_*). Not on the way into a new read or peek: this reader
+ * takes the data itself then.
+ */
+static void peek_let_go(struct up_end *rd)
+{
+	if (!rd->peek_locked)
+		return;
+	peek_unlock(rd);
+	chain_wake(rd);
+}
+
+/*
  * Read coalescing. A reader that keeps finding a few hundred bytes written by
  * a writer on another core and copies them at once makes both cores trade
  * the same cache lines (the last data line and the slot's len) after every
@@ -1830,7 +1846,7 @@ int up__ring_consume(struct up_end *rd, size_t n)
 		rd->peek_locked = true;
 	}
 	if (n == 0) {
-		peek_unlock(rd);
+		peek_let_go(rd);
 		return 0;
 	}
 	/* Count what is readable first: consume is all or nothing. */
@@ -1858,7 +1874,7 @@ int up__ring_consume(struct up_end *rd, size_t n)
 		}
 	}
 	if ((size_t)avail < n) {
-		peek_unlock(rd);
+		peek_let_go(rd);
 		return -EINVAL;
 	}
 	avail = read_locked(rd, NULL, n, false, &freed);
@@ -1880,7 +1896,7 @@ void up__ring_end_closing(struct up_end *e)
 
 	up__ring_disarm(e);
 	if (e->flags & UP_RD) {
-		peek_unlock(e);
+		peek_let_go(e);
 		return;
 	}
 	resv_cancel(e);

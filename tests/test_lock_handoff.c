@@ -11,6 +11,10 @@
  * this test was written for) drops without a wake, and the second sleeper
  * lies there, with the lock free, until its sleep slice ends: that shows as
  * a timed-out sleep in its counters. Threads only, so TSan runs it too.
+ *
+ * The same for a wake of data, which goes to one reader: a reader woken
+ * into up_peek that lets go without consuming (up_consume(0), a refused
+ * up_consume, or close) must pass the wake on to the next sleeping reader.
  */
 #include <linux/futex.h>
 #include <stdatomic.h>
@@ -52,18 +56,32 @@ static bool asleep(struct sleeper *s)
 	return tid != 0 && atomic_load(&s->e->c.waits) != 0 && harness_tid_state(tid) == 'S';
 }
 
-static void two_sleepers_on(bool readers)
+/*
+ * Two threads asleep on the writers' lock behind the main thread. With
+ * @dead_taker, the main thread lets go and, before the wake, the word is
+ * taken by an endpoint that then vanished (a fresh take: no waiters bit),
+ * so the woken thread finds a dead holder and takes the lock over.
+ */
+static void two_sleepers_on(bool readers, bool dead_taker)
 {
 	struct up_pipe *p;
 	struct up_end *holder, *r, *w, *extra;
 	struct sleeper s[2];
 	_Atomic uint32_t *word;
 	uint64_t timeouts;
-	uint32_t old;
+	uint32_t old, gone = 0;
 	char buf[4 * MSG];
 	int i;
 
 	CHECK_OK(up_pipe_create(NULL, &p));
+	if (dead_taker) {
+		struct up_end *x;
+
+		/* The lock value of an endpoint that no longer exists. */
+		CHECK_OK(up_open(p, readers ? UP_RD : UP_WR, &x));
+		gone = x->lock_id;
+		CHECK_OK(up_close(x));
+	}
 	CHECK_OK(up_open(p, UP_RD, &r));
 	CHECK_OK(up_open(p, UP_WR, &w));
 	/* A third end of the contended role holds the lock; a second of the
@@ -94,8 +112,9 @@ static void two_sleepers_on(bool readers)
 		harness_nap_ns(100000);
 	timeouts = atomic_load(&s[0].e->c.timeouts) + atomic_load(&s[1].e->c.timeouts);
 
-	/* lock_drop(), by hand: one is woken; its drop must wake the other. */
-	old = atomic_exchange(word, 0);
+	/* lock_drop(), by hand: one is woken; its drop must wake the other.
+	 * With a dead taker, the word names it by the time of the wake. */
+	old = atomic_exchange(word, gone);
 	CHECK_EQ(old, holder->lock_id | UP_LOCK_WAITERS);
 	CHECK(syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, 1, NULL, NULL, 0) >= 0);
 
@@ -127,12 +146,117 @@ static void two_sleepers_on(bool readers)
 
 static void two_writers_asleep_are_both_woken(void)
 {
-	two_sleepers_on(false);
+	two_sleepers_on(false, false);
 }
 
 static void two_readers_asleep_are_both_woken(void)
 {
-	two_sleepers_on(true);
+	two_sleepers_on(true, false);
+}
+
+/* The takeover from a dead holder is a take too: after a sleep it must set
+ * the waiters bit as well (model: lock.pml -DDEATH). */
+static void a_takeover_after_a_sleep_wakes_the_next(void)
+{
+	two_sleepers_on(false, true);
+	two_sleepers_on(true, true);
+}
+
+/* ---- a peek let go ---- */
+
+enum { LET_GO_ZERO, LET_GO_REFUSED, LET_GO_CLOSE };
+
+struct peeker {
+	struct up_end *e;
+	int how;
+	_Atomic pid_t tid;
+	int ret;
+	pthread_t th;
+};
+
+static void *peeker_main(void *arg)
+{
+	struct peeker *k = arg;
+	struct iovec iov[4];
+	int cnt = 4;
+	ssize_t n;
+
+	atomic_store(&k->tid, (pid_t)syscall(SYS_gettid));
+	n = up_peek(k->e, iov, &cnt);
+	if (n <= 0) {
+		k->ret = n < 0 ? (int)n : -1;
+		return NULL;
+	}
+	if (k->how == LET_GO_ZERO)
+		k->ret = up_consume(k->e, 0);
+	else if (k->how == LET_GO_REFUSED)
+		k->ret = up_consume(k->e, (size_t)n + 1) == -EINVAL ? 0 : -1;
+	else
+		k->ret = up_close(k->e);
+	return NULL;
+}
+
+static bool end_asleep(struct up_end *e, pid_t tid)
+{
+	return tid != 0 && atomic_load(&e->c.waits) != 0 && harness_tid_state(tid) == 'S';
+}
+
+static void peek_let_go(int how)
+{
+	struct up_pipe *p;
+	struct up_end *w, *b;
+	struct peeker k;
+	struct sleeper s;
+	uint64_t timeouts;
+	char buf[MSG];
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_WR, &w));
+	memset(&k, 0, sizeof(k));
+	memset(&s, 0, sizeof(s));
+	k.how = how;
+	CHECK_OK(up_open(p, UP_RD, &k.e));
+	CHECK_OK(up_open(p, UP_RD, &b));
+	/* The peeker sleeps first, so the futex queue (first in, first
+	 * out) hands it the one wake of the write below. */
+	CHECK_EQ(pthread_create(&k.th, NULL, peeker_main, &k), 0);
+	while (!end_asleep(k.e, atomic_load(&k.tid)))
+		harness_nap_ns(100000);
+	s.e = b;
+	s.reader = true;
+	CHECK_EQ(pthread_create(&s.th, NULL, sleeper_main, &s), 0);
+	while (!asleep(&s))
+		harness_nap_ns(100000);
+	timeouts = atomic_load(&b->c.timeouts);
+
+	harness_fill(1, 0, buf, sizeof(buf));
+	CHECK_EQ(up_write(w, buf, sizeof(buf)), MSG);
+	CHECK_EQ(pthread_join(k.th, NULL), 0);
+	CHECK_EQ(k.ret, 0);
+	CHECK_EQ(pthread_join(s.th, NULL), 0);
+	CHECK_EQ(s.ret, MSG);
+	/* The other reader was woken, not left to its slice. */
+	CHECK_EQ(atomic_load(&b->c.timeouts), timeouts);
+	up_close(b);
+	if (how != LET_GO_CLOSE)
+		up_close(k.e);
+	up_close(w);
+	up_pipe_release(p);
+}
+
+static void peek_let_go_by_consume_zero_passes_the_wake(void)
+{
+	peek_let_go(LET_GO_ZERO);
+}
+
+static void peek_let_go_by_refused_consume_passes_the_wake(void)
+{
+	peek_let_go(LET_GO_REFUSED);
+}
+
+static void peek_let_go_by_close_passes_the_wake(void)
+{
+	peek_let_go(LET_GO_CLOSE);
 }
 
 int main(int argc, char **argv)
@@ -141,5 +265,9 @@ int main(int argc, char **argv)
 	harness_watchdog(60);
 	RUN(two_writers_asleep_are_both_woken);
 	RUN(two_readers_asleep_are_both_woken);
+	RUN(a_takeover_after_a_sleep_wakes_the_next);
+	RUN(peek_let_go_by_consume_zero_passes_the_wake);
+	RUN(peek_let_go_by_refused_consume_passes_the_wake);
+	RUN(peek_let_go_by_close_passes_the_wake);
 	return 0;
 }

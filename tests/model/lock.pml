@@ -15,12 +15,19 @@
  * -DSAFETY): every sleeper is woken by someone. The library also cuts each
  * sleep into 50 ms slices, so a lost wake there is a stall, not a hang;
  * like wake.pml, the model leaves the slices out so that a lost wake shows.
- * Spinning, yielding and the dead-holder takeover are left out: they only
- * add ways to retry, never a wake.
+ * Spinning and yielding are left out: they only add ways to retry.
+ *
+ * -DDEATH adds a holder that takes the free lock (a fresh take, so without
+ * the bit) and dies inside. A waiter that finds it dead takes the lock
+ * over (up__lock_owner_gone()), with the bit it found and its own `keep`;
+ * nobody wakes sleepers for a dead holder, so while it is dead a sleeper's
+ * slice may end (the only timeout modelled). The takeover is a take like
+ * any other: one by a waiter that slept must set the bit too.
  *
  * -DMUTANT=1: a waiter that slept takes the lock without the bit (the code
  * before 3d558e2): the second of two sleepers is never woken.
  * -DMUTANT=2: lock_drop() does not wake (the bit ignored).
+ * -DMUTANT=3 (with DEATH): the takeover without `keep`.
  */
 #ifndef N
 #define N 3
@@ -37,6 +44,7 @@
 byte word;     /* the lock word: 0, or id (1..N), | W */
 bit inq[N];    /* futex wait queue: thread i is blocked in futex_wait */
 byte incs;     /* threads in the critical section */
+#define DEAD 9 /* the id of a holder that died inside */
 
 /* futex_wake(word, 1): dequeue one blocked thread, any of them. */
 inline futex_wake_one()
@@ -80,6 +88,24 @@ retry:
 			goto retry
 		:: else -> skip
 		fi;
+#ifdef DEATH
+		if
+		:: (cur & ~W) == DEAD ->
+			/* the holder is gone: CAS(word, cur -> id | (cur & W) | keep) */
+			atomic {
+				if
+#if MUTANT == 3
+				:: word == cur -> word = id | (cur & W); goto locked
+#else
+				:: word == cur -> word = id | (cur & W) | keep; goto locked
+#endif
+				:: else -> skip
+				fi
+			}
+			goto retry
+		:: else -> skip
+		fi;
+#endif
 		if
 		:: (cur & W) == 0 ->
 			/* CAS(word, cur -> cur | W) */
@@ -99,7 +125,14 @@ retry:
 			:: else -> skip
 			fi
 		}
+#ifdef DEATH
+		if
+		:: inq[me] == 0 -> skip
+		:: atomic { inq[me] == 1 && (word & ~W) == DEAD -> inq[me] = 0 } /* slice ends */
+		fi;
+#else
 		(inq[me] == 0);
+#endif
 #if MUTANT == 1
 		keep = 0;
 #else
@@ -123,6 +156,14 @@ locked:
 	od
 }
 
+#ifdef DEATH
+/* Takes the lock when it is free, as a fresh taker does, and dies in it. */
+proctype Dier()
+{
+	atomic { word == 0 -> word = DEAD }
+}
+#endif
+
 init {
 	byte i;
 
@@ -130,5 +171,8 @@ init {
 		for (i : 0 .. N - 1) {
 			run Thread(i)
 		}
+#ifdef DEATH
+		run Dier()
+#endif
 	}
 }

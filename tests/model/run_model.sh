@@ -120,6 +120,8 @@ check lock_n3_r2          lock.pml pass
 check lock_n3_r3          lock.pml pass -DROUNDS=3
 check lock_mutant1        lock.pml fail -DMUTANT=1
 check lock_mutant2        lock.pml fail -DMUTANT=2
+check lock_death          lock.pml pass -DDEATH
+check lock_death_mutant3  lock.pml fail -DDEATH -DMUTANT=3
 
 if [ "$fail" != 0 ]; then
 	echo "model check: FAILED (scratch files in $work)"

@@ -48,12 +48,16 @@ static void *sleeper_main(void *arg)
 	return NULL;
 }
 
-/* Asleep in the lock's futex wait: counted a wait, and in state S. */
+/* Thread @tid of end @e is asleep in the library: it counted a wait, and
+ * is in state S (a lock's futex wait, or a wait line's). */
+static bool end_asleep(struct up_end *e, pid_t tid)
+{
+	return tid != 0 && atomic_load(&e->c.waits) != 0 && harness_tid_state(tid) == 'S';
+}
+
 static bool asleep(struct sleeper *s)
 {
-	pid_t tid = atomic_load(&s->tid);
-
-	return tid != 0 && atomic_load(&s->e->c.waits) != 0 && harness_tid_state(tid) == 'S';
+	return end_asleep(s->e, atomic_load(&s->tid));
 }
 
 /*
@@ -194,11 +198,6 @@ static void *peeker_main(void *arg)
 	else
 		k->ret = up_close(k->e);
 	return NULL;
-}
-
-static bool end_asleep(struct up_end *e, pid_t tid)
-{
-	return tid != 0 && atomic_load(&e->c.waits) != 0 && harness_tid_state(tid) == 'S';
 }
 
 static void peek_let_go(int how)

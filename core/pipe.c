@@ -216,6 +216,8 @@ static void counters_add(struct up__counters *dst, const struct up__counters *sr
 	up__count(&dst->waits, atomic_load_explicit(&src->waits, memory_order_relaxed));
 	up__count(&dst->wakes, atomic_load_explicit(&src->wakes, memory_order_relaxed));
 	up__count(&dst->syscalls, atomic_load_explicit(&src->syscalls, memory_order_relaxed));
+	up__count(&dst->revokes, atomic_load_explicit(&src->revokes, memory_order_relaxed));
+	up__count(&dst->timeouts, atomic_load_explicit(&src->timeouts, memory_order_relaxed));
 }
 
 int up_close(struct up_end *e)

@@ -74,10 +74,11 @@ static bool asleep(struct sleeper *s)
 }
 
 /*
- * Two threads asleep on the writers' lock behind the main thread. With
- * @dead_taker, the main thread lets go and, before the wake, the word is
- * taken by an endpoint that then vanished (a fresh take: no waiters bit),
- * so the woken thread finds a dead holder and takes the lock over.
+ * Two threads asleep on a lock (the readers' with @readers, else the
+ * writers') behind the main thread. With @dead_taker, the main thread lets
+ * go and, before the wake, the word is taken by an endpoint that then
+ * vanished (a fresh take: no waiters bit), so the woken thread finds a
+ * dead holder and takes the lock over.
  */
 static void two_sleepers_on(bool readers, bool dead_taker)
 {

@@ -183,10 +183,20 @@ UP_API ssize_t up_readv(struct up_end *r, const struct iovec *iov, int iovcnt);
  * until at least one page is free. On return *iovcnt is the spans used.
  * Returns the bytes reserved (> 0), or -EPIPE, -EAGAIN, -EBADF, -EINVAL,
  * -EPROTO. A second reserve without a commit hands out the same spans again
- * (extended if more were asked).
+ * (extended if more were asked), unless another writer published meanwhile.
+ * A reservation of at most a page is never split: it returns @len or an
+ * error. One smaller than a page goes at the end of the last page when it
+ * fits, as small writes do, and holds the writers' lock until its commit:
+ * the only writer always, and with several writers one of at most half a
+ * page when the lock is free at once (else it takes a page of its own and
+ * does not wait). Other writers' publishes wait for that commit, so fill and
+ * commit promptly, and do not write through another end of this pipe from
+ * the same thread in between.
  * up_commit - publish the first @n reserved bytes (0 <= n <= reserved) as
  * stream data; the rest of the reservation is dropped. Returns 0, -EINVAL
- * (n larger than reserved), -EPIPE, -EPROTO.
+ * (n larger than reserved), -EPIPE, -EPROTO, or -EAGAIN: a non-blocking end
+ * found the writers' lock held by another writer; the reservation stays,
+ * commit again.
  * Exclusive on end; never interleaved with other writers inside one page.
  */
 UP_API ssize_t up_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt);

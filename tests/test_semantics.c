@@ -1359,9 +1359,11 @@ static void zero_copy_small_reservations_merge(void)
 
 /*
  * A merged reservation holds the writers' lock until commit: a second
- * writer waits for it (non-blocking: -EAGAIN), then goes on, and while
- * two writers are open reservations take pages of their own. Closing with
- * a merged reservation open releases the lock and publishes nothing.
+ * writer waits for it (non-blocking: -EAGAIN), then goes on. While two
+ * writers are open, a small reservation merges only when the lock is free
+ * (see zero_copy_small_reservations_two_writers); one over half a page
+ * takes a page of its own. Closing with a merged reservation open releases
+ * the lock and publishes nothing.
  */
 static void zero_copy_merge_reservation_and_other_writers(void)
 {
@@ -1385,13 +1387,21 @@ static void zero_copy_merge_reservation_and_other_writers(void)
 	off += 50;
 	write_pat(w2, 45, off, 20);
 	off += 20;
-	/* two writers: a small reservation takes a fresh page */
+	/* two writers: a small reservation with the lock free merges */
 	cnt = 4;
 	CHECK_EQ(up_reserve(w, 50, iov, &cnt), 50);
-	CHECK_EQ(((uintptr_t)iov[0].iov_base & 4095), 0);
+	CHECK_EQ(((uintptr_t)iov[0].iov_base & 4095), 80);
 	fill_iov_pat(iov, cnt, 45, off);
 	CHECK_OK(up_commit(w, 50));
 	off += 50;
+	/* over half a page: a fresh page, even with room left in the last */
+	cnt = 4;
+	CHECK_EQ(up_reserve(w, 2049, iov, &cnt), 2049);
+	CHECK_EQ(cnt, 1);
+	CHECK_EQ(((uintptr_t)iov[0].iov_base & 4095), 0);
+	fill_iov_pat(iov, cnt, 45, off);
+	CHECK_OK(up_commit(w, 2049));
+	off += 2049;
 	CHECK_EQ(drain_pat(r, 45, 0, &eof), off);
 	CHECK_OK(up_close(w2));
 	/* alone again: merges; closing drops the reservation and the lock */
@@ -1406,6 +1416,116 @@ static void zero_copy_merge_reservation_and_other_writers(void)
 	off += 7;
 	CHECK_OK(up_close(w2));
 	CHECK_EQ(drain_pat(r, 45, off - 12, &eof), 12);
+	CHECK(eof);
+	CHECK_OK(up_close(r));
+	up_pipe_release(p);
+}
+
+struct resv_arg {
+	struct up_end *w;
+	uint64_t off;
+	atomic_int reserved, committed;
+	ssize_t got;
+	uintptr_t page_off;
+	int commit_r;
+};
+
+/* A blocking writer: reserve 20 bytes, say so, fill, commit. */
+static void *resv_writer(void *arg)
+{
+	struct resv_arg *a = arg;
+	struct iovec iov[4];
+	int cnt = 4;
+
+	a->got = up_reserve(a->w, 20, iov, &cnt);
+	if (a->got == 20)
+		a->page_off = (uintptr_t)iov[0].iov_base & 4095;
+	atomic_store_explicit(&a->reserved, 1, memory_order_release);
+	if (a->got != 20)
+		return NULL;
+	fill_iov_pat(iov, cnt, 46, a->off);
+	a->commit_r = up_commit(a->w, 20);
+	atomic_store_explicit(&a->committed, 1, memory_order_release);
+	return NULL;
+}
+
+/*
+ * Small reservations by two writers share pages too: 200 reserve+commit
+ * pairs of 40 bytes, alternating between two writer ends, fit in an 8 KiB
+ * pipe (with a page each, the third found it full). A writer whose lock is
+ * held by the other's open small reservation does not wait for it: its
+ * reservation takes a page of its own, and its non-blocking commit says
+ * -EAGAIN and keeps the reservation until the lock is free.
+ */
+static void zero_copy_small_reservations_two_writers(void)
+{
+	struct up_pipe *p = mk_pipe(8 * KiB, 4096);
+	struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK);
+	struct up_end *w[2] = { mk_end(p, UP_WR | UP_NONBLOCK), mk_end(p, UP_WR | UP_NONBLOCK) };
+	struct iovec iov[4], iov2[4];
+	uint64_t off = 0;
+	int i, cnt, cnt2;
+	bool eof;
+
+	for (i = 0; i < 200; i++) {
+		cnt = 4;
+		CHECK_EQ(up_reserve(w[i & 1], 40, iov, &cnt), 40);
+		CHECK_EQ(cnt, 1);
+		fill_iov_pat(iov, cnt, 46, off);
+		CHECK_OK(up_commit(w[i & 1], 40));
+		off += 40;
+	}
+	CHECK_EQ(drain_pat(r, 46, 0, &eof), off);
+	/* w[0] holds the lock with a merged reservation open */
+	cnt = 4;
+	CHECK_EQ(up_reserve(w[0], 30, iov, &cnt), 30);
+	CHECK(((uintptr_t)iov[0].iov_base & 4095) != 0);
+	CHECK_EQ(up_write(w[1], "x", 1), -EAGAIN);
+	/* w[1] gets a page of its own at once */
+	cnt2 = 4;
+	CHECK_EQ(up_reserve(w[1], 20, iov2, &cnt2), 20);
+	CHECK_EQ(((uintptr_t)iov2[0].iov_base & 4095), 0);
+	fill_iov_pat(iov2, cnt2, 46, off + 30);
+	/* its commit cannot publish yet, and loses nothing */
+	CHECK_EQ(up_commit(w[1], 20), -EAGAIN);
+	CHECK_EQ(up_commit(w[1], 20), -EAGAIN);
+	fill_iov_pat(iov, cnt, 46, off);
+	CHECK_OK(up_commit(w[0], 30));
+	CHECK_OK(up_commit(w[1], 20));
+	off += 50;
+	CHECK_EQ(drain_pat(r, 46, off - 50, &eof), 50);
+	CHECK(!eof);
+	/* A blocking writer does not wait for the lock to reserve either;
+	 * only its commit waits, for the other's commit. */
+	{
+		struct resv_arg a = { .w = mk_end(p, UP_WR), .off = off + 30 };
+		pthread_t th;
+		double until;
+
+		cnt = 4;
+		CHECK_EQ(up_reserve(w[0], 30, iov, &cnt), 30);
+		CHECK_EQ(pthread_create(&th, NULL, resv_writer, &a), 0);
+		/* a deadline for a hang, not a synchronisation */
+		until = harness_now() + 10.0;
+		while (!atomic_load_explicit(&a.reserved, memory_order_acquire) &&
+		       harness_now() < until)
+			sched_yield();
+		CHECK(atomic_load_explicit(&a.reserved, memory_order_acquire));
+		CHECK_EQ(a.got, 20);
+		CHECK_EQ(a.page_off, 0);
+		/* it cannot publish while we hold the lock */
+		CHECK(!atomic_load_explicit(&a.committed, memory_order_acquire));
+		fill_iov_pat(iov, cnt, 46, off);
+		CHECK_OK(up_commit(w[0], 30));
+		CHECK_EQ(pthread_join(th, NULL), 0);
+		CHECK_OK(a.commit_r);
+		off += 50;
+		CHECK_EQ(drain_pat(r, 46, off - 50, &eof), 50);
+		CHECK_OK(up_close(a.w));
+	}
+	CHECK_OK(up_close(w[0]));
+	CHECK_OK(up_close(w[1]));
+	CHECK_EQ(drain_pat(r, 46, off, &eof), 0);
 	CHECK(eof);
 	CHECK_OK(up_close(r));
 	up_pipe_release(p);
@@ -1858,6 +1978,7 @@ int main(int argc, char **argv)
 	RUN(zero_copy_close_returns_reserved_pages);
 	RUN(zero_copy_small_reservations_merge);
 	RUN(zero_copy_merge_reservation_and_other_writers);
+	RUN(zero_copy_small_reservations_two_writers);
 	RUN(zero_copy_peek_consume);
 	RUN(zero_copy_consume_more_than_peeked);
 	RUN(commit_too_large_einval);

@@ -13,9 +13,10 @@
  * per-writer sequence number, total length, a check word over those fields,
  * and a 64-bit FNV-1a over the payload (the payload is pseudo-random, seeded
  * by seed/writer/seq). A record is sent with ONE call: up_write, up_writev
- * (header and payload in separate iovecs), or - with a single writer only -
- * up_reserve/up_commit (a reservation may be split, which is fine only when
- * nobody else writes).
+ * (header and payload in separate iovecs), or up_reserve/up_commit: with a
+ * single writer in as many reservations as it takes (a split is fine when
+ * nobody else writes), with several in one reservation of at most a page,
+ * which the library never splits (uringpipe.h), so the record stays whole.
  *
  * Why the framing is sound (what the library guarantees and what it doesn't):
  *  - W == 1, R == 1: a single writer's bytes arrive in order, so records of
@@ -187,7 +188,7 @@ static void send_record(struct up_end *w, struct harness_rng *rng, const struct 
 
 	if (how < 6) {
 		CHECK_EQ(up_write(w, buf, len), (ssize_t)len);
-	} else if (how < 9 || rn->writers > 1) {
+	} else if (how < 9 || (rn->writers > 1 && len > up_page_size(rn->p))) {
 		struct iovec v[3];
 		size_t mid = HDR + (len - HDR) / 2;
 
@@ -198,6 +199,19 @@ static void send_record(struct up_end *w, struct harness_rng *rng, const struct 
 		v[2].iov_base = buf + mid;
 		v[2].iov_len = len - mid;
 		CHECK_EQ(up_writev(w, v, 3), (ssize_t)len);
+	} else if (rn->writers > 1) {
+		/* one reservation of at most a page: whole, or the test fails */
+		struct iovec v[4];
+		int cnt = 4, i;
+		size_t k = 0;
+
+		CHECK_EQ(up_reserve(w, len, v, &cnt), (ssize_t)len);
+		for (i = 0; i < cnt; i++) {
+			memcpy(v[i].iov_base, buf + k, v[i].iov_len);
+			k += v[i].iov_len;
+		}
+		CHECK_EQ(k, len);
+		CHECK_OK(up_commit(w, len));
 	} else {
 		/* zero copy: reserve/fill/commit, possibly in several pieces */
 		size_t off = 0;

@@ -54,7 +54,10 @@ struct up_end;  /* one reader or writer endpoint; one thread at a time */
 #define UP_PIPE_BUF 4096
 
 /* up_config.flags */
-#define UP_CFG_SQPOLL 0x1u /* submit wakes through an SQPOLL ring (io_uring backend) */
+/* Submit wakes through SQPOLL rings (io_uring backend). All endpoints of a
+ * process share one SQ thread, made on first use and kept for the life of
+ * the process (one fd, and a kernel thread that sleeps while idle). */
+#define UP_CFG_SQPOLL 0x1u
 #define UP_CFG_ALL    (UP_CFG_SQPOLL)
 
 #define UP_DEFAULT_CAPACITY  (1u << 20)

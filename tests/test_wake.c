@@ -13,6 +13,7 @@
  * can bring it back before its (long) timeout, so a lost wakeup shows up as
  * -ETIMEDOUT instead of passing by luck.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -465,6 +466,71 @@ static void test_fork_destroy(int sqpoll)
 	w->ops->destroy(w);
 }
 
+/* ---- SQPOLL: one SQ thread per process ---------------------------------- */
+
+/* Threads of this process that are io_uring SQ threads ("iou-sqp-<pid>"). */
+static int sq_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+
+	CHECK(d != NULL);
+	while ((de = readdir(d)) != NULL) {
+		char path[300], comm[64] = "";
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue; /* a thread that just left */
+		if (fgets(comm, sizeof(comm), f) && strncmp(comm, "iou-sqp", 7) == 0)
+			n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/* Several SQPOLL wakers share one SQ thread, in a forked child too (which
+ * cannot use its parent's), and each of them still sleeps and wakes. */
+static int shared_sq_case(void)
+{
+	struct up__waker *w[6];
+	/* a word each: a wake goes out after its call returns (SQPOLL) */
+	_Atomic uint32_t word[6] = { 0 };
+	uint64_t calls = 0;
+	int i, n;
+
+	for (i = 0; i < 6; i++)
+		w[i] = new_waker(1);
+	n = sq_threads();
+	for (i = 0; i < 6; i++) {
+		CHECK_EQ(do_wait(w[i], &word[i], 0, 5 * MS, NULL, 0, &calls), -ETIMEDOUT);
+		CHECK_EQ(do_wake(w[i], &word[i], &calls), 0);
+	}
+	for (i = 0; i < 6; i++)
+		w[i]->ops->destroy(w[i]);
+	return n;
+}
+
+static void test_shared_sq_thread(void)
+{
+	int status;
+	pid_t child;
+
+	CHECK_EQ(shared_sq_case(), 1);
+	fflush(NULL);
+	child = fork();
+	CHECK(child >= 0);
+	if (child == 0)
+		_exit(shared_sq_case() == 1 ? 0 : 1);
+	CHECK(waitpid(child, &status, 0) == child);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* ---- (4) timeout -------------------------------------------------------- */
 
 static void test_timeout(int sqpoll)
@@ -788,6 +854,8 @@ int main(void)
 		CHECK(strcmp(w->ops->name, "io_uring-sqpoll") == 0);
 		w->ops->destroy(w);
 		run_all(1);
+		test_shared_sq_thread();
+		fprintf(stderr, "  one SQ thread per process: ok\n");
 	}
 	fprintf(stderr, "PASS\n");
 	return 0;

@@ -55,6 +55,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -801,14 +802,78 @@ static int selftest_ok(struct uring_waker *uw)
 	return !inflight && got_wait && got_wake;
 }
 
-struct up__waker *up__waker_uring_new(int sqpoll)
+/*
+ * One SQ thread per process. Every SQPOLL ring attaches
+ * (IORING_SETUP_ATTACH_WQ) to an anchor ring made the first time one is
+ * asked for, so any number of endpoints cost one polling kernel thread.
+ * With a thread per ring, each endpoint's thread spun for its idle time
+ * after every wake: on two cores, with a few endpoints, a wake waited for
+ * its own thread to get a core, and sleepers ran out their slice instead
+ * (test_lock_handoff_sqpoll beside four busy loops failed 13 runs of 30).
+ *
+ * The anchor lives as long as the process: one fd and a kernel thread
+ * that sleeps while idle. A forked child cannot attach to its parent's
+ * ring (the kernel refuses another thread group's SQ thread), so it makes
+ * its own anchor. Should attaching fail (the fd was closed behind our
+ * back, and maybe reused), a ring gets a thread of its own, as before.
+ *
+ * The lock is a word holding the holder's pid, so a child forked while
+ * another thread of its parent held it can take it over.
+ */
+static _Atomic pid_t sq_anchor_lock;
+static struct io_uring sq_anchor_ring;
+static pid_t sq_anchor_pid; /* process that made the anchor; 0: none */
+static pid_t sq_anchor_failed; /* process in which making it failed */
+
+static int sq_anchor_fd(void)
+{
+	const pid_t me = getpid();
+	pid_t cur;
+	int fd = -1;
+
+	for (;;) {
+		cur = 0;
+		if (atomic_compare_exchange_weak_explicit(&sq_anchor_lock, &cur, me,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			break;
+		/* Held by our parent's thread when it forked us: ours now. */
+		if (cur != 0 && cur != me &&
+		    atomic_compare_exchange_strong_explicit(&sq_anchor_lock, &cur, me,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+			break;
+		sched_yield();
+	}
+	if (sq_anchor_pid != me && sq_anchor_failed != me) {
+		struct io_uring_params p;
+
+		/* The parent's anchor, inherited: its mappings did not come
+		 * along (DONTFORK), only the fd, which is not ours to use. */
+		if (sq_anchor_pid != 0)
+			close(sq_anchor_ring.ring_fd);
+		sq_anchor_pid = 0;
+		memset(&p, 0, sizeof(p));
+		p.flags = IORING_SETUP_SQPOLL;
+		p.sq_thread_idle = UW_SQ_IDLE_MS;
+		if (io_uring_queue_init_params(1, &sq_anchor_ring, &p) == 0) {
+			(void)io_uring_ring_dontfork(&sq_anchor_ring);
+			sq_anchor_pid = me;
+		} else {
+			sq_anchor_failed = me;
+		}
+	}
+	if (sq_anchor_pid == me)
+		fd = sq_anchor_ring.ring_fd;
+	atomic_store_explicit(&sq_anchor_lock, 0, memory_order_release);
+	return fd;
+}
+
+static int ring_init(struct uring_waker *uw, int sqpoll, int attach_fd, __u32 *features)
 {
 	struct io_uring_params p;
-	struct uring_waker *uw;
+	int r;
 
-	uw = up__calloc(1, sizeof(*uw));
-	if (!uw)
-		return NULL;
 	memset(&p, 0, sizeof(p));
 	/* SUBMIT_ALL: a bad pidfd fails its own SQE, not the ones after it. */
 	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
@@ -816,17 +881,39 @@ struct up__waker *up__waker_uring_new(int sqpoll)
 	if (sqpoll) {
 		p.flags |= IORING_SETUP_SQPOLL;
 		p.sq_thread_idle = UW_SQ_IDLE_MS;
+		if (attach_fd >= 0) {
+			p.flags |= IORING_SETUP_ATTACH_WQ;
+			p.wq_fd = (__u32)attach_fd;
+		}
 	}
+	r = io_uring_queue_init_params(UW_SQ_ENTRIES, &uw->ring, &p);
+	*features = p.features;
+	return r;
+}
+
+struct up__waker *up__waker_uring_new(int sqpoll)
+{
+	struct uring_waker *uw;
+	int anchor = -1, r;
+	__u32 features = 0;
+
+	uw = up__calloc(1, sizeof(*uw));
+	if (!uw)
+		return NULL;
+	if (sqpoll)
+		anchor = sq_anchor_fd();
 	/* Fails with -ENOSYS, -EPERM (kernel.io_uring_disabled, seccomp),
 	 * -ENOMEM (memlock) ...: the caller falls back to futex(2). */
-	if (io_uring_queue_init_params(UW_SQ_ENTRIES, &uw->ring, &p) < 0)
+	r = ring_init(uw, sqpoll, anchor, &features);
+	if (r < 0 && anchor >= 0)
+		r = ring_init(uw, sqpoll, -1, &features);
+	if (r < 0)
 		goto err_free;
 	/* EXT_ARG carries our timeout, NODROP keeps CQEs on overflow,
 	 * CQE_SKIP silences successful wakes. All predate the futex opcodes,
 	 * so this only rejects odd kernels. */
-	if (!(p.features & IORING_FEAT_EXT_ARG) ||
-	    !(p.features & IORING_FEAT_NODROP) ||
-	    !(p.features & IORING_FEAT_CQE_SKIP))
+	if (!(features & IORING_FEAT_EXT_ARG) || !(features & IORING_FEAT_NODROP) ||
+	    !(features & IORING_FEAT_CQE_SKIP))
 		goto err_exit;
 	if (!probe_ok(&uw->ring))
 		goto err_exit;

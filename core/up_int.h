@@ -146,6 +146,10 @@ struct up_end {
 	 * (a fast writer streaming small writes); see coalesce() in ring.c. */
 	uint32_t streak;
 	uint32_t seen_head;   /* head when this end last read (coalescing) */
+	/* Writer: when it last published a page with room, and whether it
+	 * claims the next page's lines ahead (claim_next_page() in ring.c). */
+	uint64_t part_ns;
+	bool claim;
 
 	/* Peer-death watching (peer.c): pidfds of the processes whose death
 	 * should wake this end while it sleeps. */

@@ -1309,6 +1309,7 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 	while (done < len) {
 		size_t rem = len - done;
 		uint32_t want, n, i;
+		bool part;
 
 		if (is_broken(p)) {
 			r = -EPROTO;
@@ -1350,6 +1351,7 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 			continue;
 		}
 		n = (uint32_t)r < want ? (uint32_t)r : want;
+		part = false;
 		/* Copy with no lock held: other writers and the readers go on. */
 		for (i = 0; i < n && rem; i++) {
 			uint32_t k = rem < ps ? (uint32_t)rem : ps;
@@ -1357,6 +1359,7 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 			cur_copy_in(&c, page_ptr(p, w->cache[i]), k, k == ps);
 			lens[i] = k;
 			rem -= k;
+			part = k < ps;
 		}
 		n = i;
 		/* The streaming stores above before publish()'s head store. */
@@ -1365,7 +1368,7 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 		if (r < 0)
 			break;
 		cache_shift(w, n);
-		if (lens[n - 1] < ps)
+		if (part) /* the last page has room */
 			claim_next_page(w);
 		done = len - rem;
 		r = 0;
@@ -1518,6 +1521,7 @@ int up__ring_commit(struct up_end *w, size_t n)
 	const uint32_t ps = p->g.page_size;
 	uint32_t lens[UP_END_CACHE_MAX];
 	uint32_t k = 0;
+	bool part;
 	int r;
 
 	if (n > w->resv_bytes)
@@ -1528,6 +1532,7 @@ int up__ring_commit(struct up_end *w, size_t n)
 	}
 	if (w->resv_merge)
 		return commit_merge(w, n);
+	part = (n & (ps - 1)) != 0; /* the last page has room */
 	while (n) {
 		lens[k] = n < ps ? (uint32_t)n : ps;
 		n -= lens[k];
@@ -1553,7 +1558,7 @@ int up__ring_commit(struct up_end *w, size_t n)
 	}
 	up__count(&w->c.writes, 1);
 	cache_shift(w, k);
-	if (lens[k - 1] < ps)
+	if (part)
 		claim_next_page(w);
 	return 0;
 }

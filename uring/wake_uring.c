@@ -55,9 +55,11 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -818,12 +820,26 @@ static int selftest_ok(struct uring_waker *uw)
  * back, and maybe reused), a ring gets a thread of its own, as before.
  *
  * The lock is a word holding the holder's pid, so a child forked while
- * another thread of its parent held it can take it over.
+ * another thread of its parent held it can take it over. A fork handler
+ * closes the inherited fd in the child before the child runs, while the
+ * number is still the ring's; a child made without fork handlers (a raw
+ * clone) leaves it open instead, since by then the number may name a file
+ * of the program's own.
  */
 static _Atomic pid_t sq_anchor_lock;
 static struct io_uring sq_anchor_ring;
 static pid_t sq_anchor_pid; /* process that made the anchor; 0: none */
 static pid_t sq_anchor_failed; /* process in which making it failed */
+static bool sq_anchor_atfork;
+
+static void sq_anchor_child(void)
+{
+	if (sq_anchor_pid != 0)
+		close(sq_anchor_ring.ring_fd);
+	sq_anchor_pid = 0;
+	sq_anchor_failed = 0;
+	atomic_store_explicit(&sq_anchor_lock, 0, memory_order_relaxed);
+}
 
 static int sq_anchor_fd(void)
 {
@@ -845,13 +861,13 @@ static int sq_anchor_fd(void)
 			break;
 		sched_yield();
 	}
+	if (!sq_anchor_atfork)
+		sq_anchor_atfork = pthread_atfork(NULL, NULL, sq_anchor_child) == 0;
 	if (sq_anchor_pid != me && sq_anchor_failed != me) {
 		struct io_uring_params p;
 
-		/* The parent's anchor, inherited: its mappings did not come
-		 * along (DONTFORK), only the fd, which is not ours to use. */
-		if (sq_anchor_pid != 0)
-			close(sq_anchor_ring.ring_fd);
+		/* A parent's anchor that no fork handler closed: its mappings
+		 * did not come along (DONTFORK), and its fd is left alone. */
 		sq_anchor_pid = 0;
 		memset(&p, 0, sizeof(p));
 		p.flags = IORING_SETUP_SQPOLL;

@@ -920,8 +920,9 @@ static void busy_wake(struct up_end *w)
 
 static int wlock_take_slow(struct up_end *w);
 
-/* The bias owner's entry, inlined into every caller: one store, one load. */
-static inline int wlock_take(struct up_end *w)
+/* The bias owner's entry: one store, one load. True when entered; false
+ * (the bias taken back, acknowledged) or not the owner: take the word. */
+static inline bool wlock_bias_enter(struct up_end *w)
 {
 	struct up_pipe *p = w->p;
 
@@ -936,12 +937,20 @@ static inline int wlock_take(struct up_end *w)
 		/* Acquire: the critical section's loads come after. */
 		if (up__likely(atomic_load_explicit(&p->ln->wlock.bias, memory_order_acquire) ==
 			       w->lock_id))
-			return 0;
+			return true;
 		/* Release: our earlier critical sections before the ACK. */
 		atomic_store_explicit(busy, UP_BUSY_ACK, memory_order_release);
 		busy_wake(w);
 		w->biased = false;
 	}
+	return false;
+}
+
+/* Inlined into every caller: the bias owner enters with no atomic RMW. */
+static inline int wlock_take(struct up_end *w)
+{
+	if (wlock_bias_enter(w))
+		return 0;
 	return wlock_take_slow(w);
 }
 
@@ -1004,19 +1013,20 @@ static inline void wlock_drop(struct up_end *w)
 }
 
 /*
- * Take the writers' lock only if that costs no wait: one attempt on the
- * word, which must carry no bias (taking a bias back means waiting for its
- * owner). Returns 0 with the lock held, or -EAGAIN. The bias owner enters
- * as always: it has the lock to itself unless a writer is taking the bias
- * back, and then it waits like anyone else.
+ * Take the writers' lock only if that costs no wait: the bias owner's
+ * entry, or else one attempt on the word, which must carry no bias (taking
+ * a bias back means waiting for its owner). Returns 0 with the lock held,
+ * or -EAGAIN. An owner whose bias was taken back acknowledges that and
+ * tries the word like anyone else (found by a review: it used to wait for
+ * the word).
  */
 static int wlock_try(struct up_end *w)
 {
 	struct up_pipe *p = w->p;
 	uint32_t cur = 0;
 
-	if (w->biased)
-		return wlock_take(w);
+	if (wlock_bias_enter(w))
+		return 0;
 	/* Acquire: pairs with the release in lock_drop(). */
 	if (!atomic_compare_exchange_strong_explicit(&p->ln->wlock.word, &cur, w->lock_id,
 						    memory_order_acquire, memory_order_relaxed))
@@ -1417,6 +1427,10 @@ static ssize_t reserve_merge(struct up_end *w, size_t len, struct iovec *iov, in
 	*iovcnt = 1;
 	w->resv_merge = true;
 	w->resv_bytes = len;
+	/* Relaxed: head is written only under the lock we hold. */
+	w->resv_head = atomic_load_explicit(&w->p->ln->prod.head, memory_order_relaxed);
+	w->resv_pg = pg;
+	w->resv_len = have;
 	return (ssize_t)len;
 }
 
@@ -1430,8 +1444,12 @@ static int commit_merge(struct up_end *w, size_t n)
 	w->resv_merge = false;
 	w->resv_bytes = 0;
 	/* Under our lock nobody else wrote head or len: re-check anyway, the
-	 * segment is shared with processes we do not trust. */
-	if (last_slot(p, &s, &have, &pg) < 0 || p->g.page_size - have < n) {
+	 * segment is shared with processes we do not trust. The room must be
+	 * the one handed out, or the len grown would cover bytes the caller
+	 * never wrote, and its own would be lost. */
+	if (last_slot(p, &s, &have, &pg) < 0 || p->g.page_size - have < n ||
+	    atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed) != w->resv_head ||
+	    pg != w->resv_pg || have != w->resv_len) {
 		wlock_drop(w);
 		return proto_error(p);
 	}

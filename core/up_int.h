@@ -131,6 +131,9 @@ struct up_end {
 	/* The reservation is the room at the end of the last live page, and
 	 * this end holds the writers' lock until commit (see reserve_merge()). */
 	bool resv_merge;
+	/* Where a merge reservation's room is: the slot's index, its page and
+	 * its len when reserved. Commit finds the same or fails (-EPROTO). */
+	uint32_t resv_head, resv_pg, resv_len;
 	/* Writer: the writers' lock is biased to this end (ring.c); bias_off
 	 * when UP_WRITER_BIAS=0 asked for the plain lock. */
 	bool biased;

@@ -185,8 +185,10 @@ UP_API ssize_t up_readv(struct up_end *r, const struct iovec *iov, int iovcnt);
  * most @len bytes, for the caller to fill in place. Blocks like up_write
  * until at least one page is free. On return *iovcnt is the spans used.
  * Returns the bytes reserved (> 0), or -EPIPE, -EAGAIN, -EBADF, -EINVAL,
- * -EPROTO. A second reserve without a commit hands out the same spans again
- * (extended if more were asked), unless another writer published meanwhile.
+ * -EPROTO. A second reserve without a commit replaces the first: it hands
+ * out the same spans again (extended if more were asked) when they still
+ * fit, but a small reservation may move between the end of the last page
+ * and a page of its own (the size changed, or another writer published).
  * A reservation of at most a page is never split: it returns @len or an
  * error. One smaller than a page goes at the end of the last page when it
  * fits, as small writes do, and holds the writers' lock until its commit:

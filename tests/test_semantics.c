@@ -17,6 +17,7 @@
  */
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/syscall.h>
 
 #include "harness.h"
 #include "uringpipe.h"
@@ -1423,6 +1424,7 @@ static void zero_copy_merge_reservation_and_other_writers(void)
 
 struct resv_arg {
 	struct up_end *w;
+	_Atomic pid_t tid;
 	uint64_t off;
 	atomic_int reserved, committed;
 	ssize_t got;
@@ -1437,6 +1439,7 @@ static void *resv_writer(void *arg)
 	struct iovec iov[4];
 	int cnt = 4;
 
+	atomic_store(&a->tid, (pid_t)syscall(SYS_gettid));
 	a->got = up_reserve(a->w, 20, iov, &cnt);
 	if (a->got == 20)
 		a->page_off = (uintptr_t)iov[0].iov_base & 4095;
@@ -1513,7 +1516,11 @@ static void zero_copy_small_reservations_two_writers(void)
 		CHECK(atomic_load_explicit(&a.reserved, memory_order_acquire));
 		CHECK_EQ(a.got, 20);
 		CHECK_EQ(a.page_off, 0);
-		/* it cannot publish while we hold the lock */
+		/* It cannot publish while we hold the lock: give it the time to
+		 * try, until it is seen asleep on the lock (bounded). */
+		until = harness_now() + 2.0;
+		while (harness_tid_state(atomic_load(&a.tid)) != 'S' && harness_now() < until)
+			sched_yield();
 		CHECK(!atomic_load_explicit(&a.committed, memory_order_acquire));
 		fill_iov_pat(iov, cnt, 46, off);
 		CHECK_OK(up_commit(w[0], 30));

@@ -832,9 +832,40 @@ static pid_t sq_anchor_pid; /* process that made the anchor; 0: none */
 static pid_t sq_anchor_failed; /* process in which making it failed */
 static bool sq_anchor_atfork;
 
+static void sq_anchor_lock_take(void)
+{
+	const pid_t me = getpid();
+	pid_t cur;
+
+	for (;;) {
+		cur = 0;
+		if (atomic_compare_exchange_weak_explicit(&sq_anchor_lock, &cur, me,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return;
+		/* Held by our parent's thread when it forked us (a child made
+		 * without fork handlers): ours now. */
+		if (cur != 0 && cur != me &&
+		    atomic_compare_exchange_strong_explicit(&sq_anchor_lock, &cur, me,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+			return;
+		sched_yield();
+	}
+}
+
+static void sq_anchor_lock_drop(void)
+{
+	atomic_store_explicit(&sq_anchor_lock, 0, memory_order_release);
+}
+
+/* Fork handlers: no anchor is half made while the process forks, and the
+ * child closes the forking process's anchor fd before it runs. An anchor
+ * of an older generation (inherited over a raw clone, then forked again)
+ * is forgotten, not closed: its number may name another file by now. */
 static void sq_anchor_child(void)
 {
-	if (sq_anchor_pid != 0)
+	if (sq_anchor_pid != 0 && sq_anchor_pid == getppid())
 		close(sq_anchor_ring.ring_fd);
 	sq_anchor_pid = 0;
 	sq_anchor_failed = 0;
@@ -844,25 +875,12 @@ static void sq_anchor_child(void)
 static int sq_anchor_fd(void)
 {
 	const pid_t me = getpid();
-	pid_t cur;
 	int fd = -1;
 
-	for (;;) {
-		cur = 0;
-		if (atomic_compare_exchange_weak_explicit(&sq_anchor_lock, &cur, me,
-							  memory_order_acquire,
-							  memory_order_relaxed))
-			break;
-		/* Held by our parent's thread when it forked us: ours now. */
-		if (cur != 0 && cur != me &&
-		    atomic_compare_exchange_strong_explicit(&sq_anchor_lock, &cur, me,
-							    memory_order_acquire,
-							    memory_order_relaxed))
-			break;
-		sched_yield();
-	}
+	sq_anchor_lock_take();
 	if (!sq_anchor_atfork)
-		sq_anchor_atfork = pthread_atfork(NULL, NULL, sq_anchor_child) == 0;
+		sq_anchor_atfork = pthread_atfork(sq_anchor_lock_take, sq_anchor_lock_drop,
+						  sq_anchor_child) == 0;
 	if (sq_anchor_pid != me && sq_anchor_failed != me) {
 		struct io_uring_params p;
 
@@ -881,7 +899,7 @@ static int sq_anchor_fd(void)
 	}
 	if (sq_anchor_pid == me)
 		fd = sq_anchor_ring.ring_fd;
-	atomic_store_explicit(&sq_anchor_lock, 0, memory_order_release);
+	sq_anchor_lock_drop();
 	return fd;
 }
 

@@ -260,6 +260,10 @@ UP_API int up_stats(const struct up_pipe *p, struct up_stats *st);
  * call, which disarms), -EOPNOTSUPP, -EPROTO. Readiness may be spurious:
  * retrying can give -EAGAIN again; arm again then. A stream that never runs
  * dry never arms, so it stays free of system calls. Exclusive on end.
+ * Known limit: a writer's -EAGAIN can also mean the writers' lock is held,
+ * for instance by another writer's open small reservation (up_reserve);
+ * arming then returns 1 at once, so an event loop that retries goes round
+ * until that commit. Commit small reservations promptly.
  */
 UP_API int up_pollfd(struct up_end *e);
 UP_API int up_poll_arm(struct up_end *e);

@@ -20,7 +20,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +273,20 @@ static HARNESS_UNUSED uint64_t harness_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Whether *@flag turned nonzero within @timeout_s, yielding meanwhile. The
+ * timeout is a deadline for a hang (the caller CHECKs the result), never a
+ * way to order events: the flag is the handshake.
+ */
+static HARNESS_UNUSED bool harness_wait_flag(atomic_int *flag, double timeout_s)
+{
+	double until = harness_now() + timeout_s;
+
+	while (!atomic_load_explicit(flag, memory_order_acquire) && harness_now() < until)
+		sched_yield();
+	return atomic_load_explicit(flag, memory_order_acquire) != 0;
 }
 
 /* Sleep @ns, resumed across signals. For pacing a load (idle gaps, bursts),

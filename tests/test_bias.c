@@ -190,7 +190,6 @@ static void former_owner_does_not_wait_for_a_reservation(void)
 	struct iovec iov[2];
 	char buf[240], exp[240];
 	pthread_t th;
-	double until;
 	int cnt = 2;
 
 	need_membarrier();
@@ -212,10 +211,7 @@ static void former_owner_does_not_wait_for_a_reservation(void)
 	memset(&a, 0, sizeof(a));
 	a.w = w1;
 	CHECK_EQ(pthread_create(&th, NULL, former_owner_reserve, &a), 0);
-	until = harness_now() + 10.0; /* a deadline for a hang, not a sync */
-	while (!atomic_load(&a.done) && harness_now() < until)
-		sched_yield();
-	CHECK(atomic_load(&a.done));
+	CHECK(harness_wait_flag(&a.done, 10.0));
 	CHECK_EQ(pthread_join(th, NULL), 0);
 	CHECK_EQ(a.got, 20);
 	CHECK_EQ(a.page_off, 0);

@@ -1508,12 +1508,7 @@ static void zero_copy_small_reservations_two_writers(void)
 		cnt = 4;
 		CHECK_EQ(up_reserve(w[0], 30, iov, &cnt), 30);
 		CHECK_EQ(pthread_create(&th, NULL, resv_writer, &a), 0);
-		/* a deadline for a hang, not a synchronisation */
-		until = harness_now() + 10.0;
-		while (!atomic_load_explicit(&a.reserved, memory_order_acquire) &&
-		       harness_now() < until)
-			sched_yield();
-		CHECK(atomic_load_explicit(&a.reserved, memory_order_acquire));
+		CHECK(harness_wait_flag(&a.reserved, 10.0));
 		CHECK_EQ(a.got, 20);
 		CHECK_EQ(a.page_off, 0);
 		/* It cannot publish while we hold the lock: give it the time to

@@ -942,6 +942,7 @@ static inline bool wlock_bias_enter(struct up_end *w)
 		atomic_store_explicit(busy, UP_BUSY_ACK, memory_order_release);
 		busy_wake(w);
 		w->biased = false;
+		w->last_ok = false;
 	}
 	return false;
 }
@@ -1049,6 +1050,7 @@ static void wlock_unbias(struct up_end *w)
 	if (!w->biased)
 		return;
 	w->biased = false;
+	w->last_ok = false;
 	/* Out for good: a revoker that could not fence waits for this. */
 	atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_ACK, memory_order_release);
 	busy_wake(w);
@@ -1079,13 +1081,44 @@ void up__ring_init(struct up_pipe *p)
 }
 
 /*
- * Under the writers' lock: the last live slot, its len and its page.
- * Returns 0, or -EPROTO (the caller drops the lock) when they are out of
- * range.
+ * The lone writer's last slot. A writer that holds the bias is the only one
+ * that publishes or grows slots, so it keeps the last slot's index, page
+ * and len as it wrote them and does not load them back from the segment.
+ * That load was the one stall of a 100-byte write: the reader had taken the
+ * slot's line while reading the page before it (4 slots share a line), and
+ * perf put about two thirds of merge_open()'s samples on it.
+ *
+ * The copy is good from a publish made under the bias until the bias is
+ * lost (wlock_bias_enter() failing, wlock_take_slow(), wlock_unbias()):
+ * another writer can publish only after taking the bias back. A peer that
+ * rewrites the slot meanwhile breaks the protocol; what we then store is
+ * still a page index we own and a len within the page, which readers check
+ * like any other.
  */
-static int last_slot(struct up_pipe *p, struct up_shm_slot **sp, uint32_t *lenp,
+static inline void last_keep(struct up_end *w, uint32_t head, uint32_t pg, uint32_t len)
+{
+	w->last_ok = w->biased;
+	w->last_head = head;
+	w->last_pg = pg;
+	w->last_len = len;
+}
+
+/*
+ * Under the writers' lock: the last live slot, its len and its page, from
+ * the lone writer's copy when it has one and @mine allows. Returns 0, or
+ * -EPROTO (the caller drops the lock) when they are out of range.
+ */
+static int last_slot(struct up_end *w, bool mine, struct up_shm_slot **sp, uint32_t *lenp,
 		     uint32_t *pgp)
 {
+	struct up_pipe *p = w->p;
+
+	if (mine && w->last_ok) {
+		*sp = slot_at(p, w->last_head - 1);
+		*lenp = w->last_len;
+		*pgp = w->last_pg;
+		return 0;
+	}
 	/* Relaxed: head is written only under the writers' lock we hold. */
 	uint32_t h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
 	/*
@@ -1121,7 +1154,7 @@ static int merge_open(struct up_end *w, size_t n, struct up_shm_slot **sp, uint3
 	r = try ? wlock_try(w) : wlock_take(w);
 	if (r < 0)
 		return r;
-	if (last_slot(p, sp, lenp, pgp) < 0) {
+	if (last_slot(w, true, sp, lenp, pgp) < 0) {
 		wlock_drop(w);
 		return proto_error(p);
 	}
@@ -1138,6 +1171,7 @@ static void merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
 	/* R2: the bytes below len before the new len; pairs with A2 in
 	 * read_locked(). seq_cst: the progress store of the handshake. */
 	atomic_store_explicit(&s->len, len, memory_order_seq_cst);
+	w->last_len = len;
 	wlock_drop(w);
 	wake_line(w, &w->p->ln->rd_wait, 1);
 }
@@ -1161,6 +1195,37 @@ static int try_merge(struct up_end *w, struct iov_cur *c, size_t n)
 	return 1;
 }
 
+/*
+ * up_write()'s short way: the lone writer appends @len bytes (not 0) to the
+ * last page, which it knows has room without looking at the segment (see
+ * last_keep()). The general path does the same through try_merge(), after
+ * an iovec cursor, a reservation check and a loop. Measured with 100-byte
+ * writes (docs/DESIGN-NOTES.md): 11-12 ns a write against 18-19 with one
+ * thread writing and then reading, a median of 26 ns against 37 with the
+ * reader on the other vCPU. Returns @len when done, or 0: the general path takes
+ * the write and finds whatever stopped this one (an error, no room, a
+ * reservation to end, the bias taken back).
+ */
+size_t up__ring_write_small(struct up_end *w, const void *buf, size_t len)
+{
+	struct up_pipe *p = w->p;
+	uint32_t have = w->last_len;
+
+	if (!w->last_ok || len > p->g.page_size - have || w->armed || w->resv_bytes != 0 ||
+	    w->resv_merge || is_broken(p))
+		return 0;
+	/* seq_cst: as in up__ring_write() (the EPIPE edge). */
+	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
+		return 0;
+	if (!wlock_bias_enter(w))
+		return 0;
+	memcpy(page_ptr(p, w->last_pg) + have, buf, len);
+	merge_close(w, slot_at(p, w->last_head - 1), have + (uint32_t)len);
+	up__count(&w->c.bytes_written, len);
+	up__count(&w->c.writes, 1);
+	return len;
+}
+
 /* Publish @n filled pages (lengths in @lens) at head. */
 static int publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens,
 		   uint32_t n)
@@ -1169,6 +1234,8 @@ static int publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens
 	uint32_t h, t, i;
 	int r;
 
+	if (n == 0) /* callers have a page at least; nothing to publish */
+		return 0;
 	r = wlock_take(w);
 	if (r < 0)
 		return r;
@@ -1204,6 +1271,7 @@ static int publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens
 	/* R1: publish slots [h, h+n); pairs with A1 in read_locked() and
 	 * peek. seq_cst: the progress store of the handshake. */
 	atomic_store_explicit(&p->ln->prod.head, h + n, memory_order_seq_cst);
+	last_keep(w, h + n, pages[n - 1], lens[n - 1]);
 	wlock_drop(w);
 	wake_line(w, &p->ln->rd_wait, 1);
 	return 0;
@@ -1428,7 +1496,8 @@ static ssize_t reserve_merge(struct up_end *w, size_t len, struct iovec *iov, in
 	w->resv_merge = true;
 	w->resv_bytes = len;
 	/* Relaxed: head is written only under the lock we hold. */
-	w->resv_head = atomic_load_explicit(&w->p->ln->prod.head, memory_order_relaxed);
+	w->resv_head = w->last_ok ? w->last_head
+				  : atomic_load_explicit(&w->p->ln->prod.head, memory_order_relaxed);
 	w->resv_pg = pg;
 	w->resv_len = have;
 	return (ssize_t)len;
@@ -1447,7 +1516,7 @@ static int commit_merge(struct up_end *w, size_t n)
 	 * segment is shared with processes we do not trust. The room must be
 	 * the one handed out, or the len grown would cover bytes the caller
 	 * never wrote, and its own would be lost. */
-	if (last_slot(p, &s, &have, &pg) < 0 || p->g.page_size - have < n ||
+	if (last_slot(w, false, &s, &have, &pg) < 0 || p->g.page_size - have < n ||
 	    atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed) != w->resv_head ||
 	    pg != w->resv_pg || have != w->resv_len) {
 		wlock_drop(w);

@@ -138,6 +138,10 @@ struct up_end {
 	 * when UP_WRITER_BIAS=0 asked for the plain lock. */
 	bool biased;
 	bool bias_off;
+	/* Writer, while biased: the last live slot as this end published or
+	 * grew it (ring.c, "the lone writer's last slot"). */
+	bool last_ok;
+	uint32_t last_head, last_len, last_pg;
 	uint32_t cache[UP_END_CACHE_MAX];
 
 	/* Announced as a sleeper without sleeping (poll mode). */
@@ -177,6 +181,7 @@ void up__mark_broken(struct up_pipe *p);
 
 /* ring.c: the data path; the only file that touches head/tail. */
 ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, size_t len);
+size_t up__ring_write_small(struct up_end *w, const void *buf, size_t len);
 ssize_t up__ring_read(struct up_end *r, const struct iovec *iov, int iovcnt, size_t len);
 ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt);
 int up__ring_commit(struct up_end *w, size_t n);

@@ -253,6 +253,47 @@ static void merge_commit_checks_its_room(void)
 	up_pipe_release(p);
 }
 
+/*
+ * The lone writer's short way for small writes (up__ring_write_small) with
+ * room in the last page must keep every rule of the long way: a write ends
+ * an open page reservation, a broken segment gives -EPROTO, no reader left
+ * gives -EPIPE. Each case first checks that the short way is open.
+ */
+static void short_way_keeps_the_rules(void)
+{
+	const size_t ps = UP_DEFAULT_PAGE_SIZE;
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	struct iovec iov[4];
+	int cnt = 4;
+	char buf[16];
+
+	need_membarrier();
+	p = pipe_rw(&r, &w);
+	CHECK_EQ(up_write(w, "0123456789", 10), 10);
+	CHECK(w->biased && w->last_ok);
+	CHECK_EQ(up_reserve(w, 2 * ps, iov, &cnt), (ssize_t)(2 * ps));
+	CHECK(!w->resv_merge);
+	CHECK_EQ(up_write(w, "abc", 3), 3);
+	CHECK_EQ(up_commit(w, 2 * ps), -EINVAL); /* the write ended it */
+	read_exactly(r, buf, 13);
+	CHECK(memcmp(buf, "0123456789abc", 13) == 0);
+	CHECK(w->last_ok);
+	up__mark_broken(p);
+	CHECK_EQ(up_write(w, "def", 3), -EPROTO);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+
+	p = pipe_rw(&r, &w);
+	CHECK_EQ(up_write(w, "0123456789", 10), 10);
+	CHECK(w->last_ok);
+	up_close(r);
+	CHECK_EQ(up_write(w, "abc", 3), -EPIPE);
+	up_close(w);
+	up_pipe_release(p);
+}
+
 /* The owner holds a small reservation (merged into the last page, inside
  * the critical section): a non-blocking second writer gets -EAGAIN, then
  * goes through once the owner commits, after the committed bytes. */
@@ -840,6 +881,7 @@ int main(int argc, char **argv)
 	RUN(blocking_second_writer_is_woken_at_commit);
 	RUN(former_owner_does_not_wait_for_a_reservation);
 	RUN(merge_commit_checks_its_room);
+	RUN(short_way_keeps_the_rules);
 	RUN(owner_close_clears_a_mark);
 	RUN(owner_dead_inside_is_passed);
 	RUN(unfenced_writer_passes_an_idle_owner);

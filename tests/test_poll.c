@@ -285,6 +285,34 @@ static void writer_wakes_on_room(void)
 	up_pipe_release(p);
 }
 
+/* A write that fits the room left in the last page disarms an armed writer
+ * like any other call on the end, also on the lone writer's short way. */
+static void small_write_disarms_the_writer(void)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	static char big[1 << 16];
+
+	up_config_init(&cfg);
+	cfg.capacity = 64 * 1024;
+	cfg.page_size = 4096;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	w = open_nb(p, UP_WR);
+	pollfd_or_skip(w);
+	CHECK_EQ(up_write(w, big, sizeof(big) - 100), (ssize_t)sizeof(big) - 100);
+	CHECK_EQ(up_write(w, big, 4096), -EAGAIN); /* 100 bytes of room */
+	CHECK_EQ(up_poll_arm(w), 0);
+	CHECK_EQ(atomic_load(&p->ln->wr_wait.nwait), 1);
+	CHECK_EQ(up_write(w, "abc", 3), 3);
+	CHECK_EQ(atomic_load(&p->ln->wr_wait.nwait), 0);
+	CHECK_EQ(w->armed, UP_ARMED_NONE);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 static void writer_wakes_on_dead_reader_process(void)
 {
 	struct up_config cfg;
@@ -403,6 +431,7 @@ int main(int argc, char **argv)
 		return 0;
 	RUN(reader_wakes_on_data);
 	RUN(armed_reader_does_not_swallow_a_wake);
+	RUN(small_write_disarms_the_writer);
 	RUN(dead_armed_reader_is_taken_off_the_line);
 	RUN(reader_wakes_on_eof);
 	RUN(writer_wakes_on_room);

@@ -1206,18 +1206,28 @@ static int try_merge(struct up_end *w, struct iov_cur *c, size_t n)
  * the write and finds whatever stopped this one (an error, no room, a
  * reservation to end, the bias taken back).
  */
+/* The short way's way in: true with the writers' lock held (through the
+ * bias) when @len bytes fit the room left in the last page and nothing asks
+ * for the general path. */
+static bool short_enter(struct up_end *w, size_t len)
+{
+	struct up_pipe *p = w->p;
+
+	if (!w->last_ok || len > p->g.page_size - w->last_len || w->armed ||
+	    w->resv_bytes != 0 || w->resv_merge || is_broken(p))
+		return false;
+	/* seq_cst: as in up__ring_write() (the EPIPE edge). */
+	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
+		return false;
+	return wlock_bias_enter(w);
+}
+
 size_t up__ring_write_small(struct up_end *w, const void *buf, size_t len)
 {
 	struct up_pipe *p = w->p;
 	uint32_t have = w->last_len;
 
-	if (!w->last_ok || len > p->g.page_size - have || w->armed || w->resv_bytes != 0 ||
-	    w->resv_merge || is_broken(p))
-		return 0;
-	/* seq_cst: as in up__ring_write() (the EPIPE edge). */
-	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
-		return 0;
-	if (!wlock_bias_enter(w))
+	if (!short_enter(w, len))
 		return 0;
 	memcpy(page_ptr(p, w->last_pg) + have, buf, len);
 	merge_close(w, slot_at(p, w->last_head - 1), have + (uint32_t)len);
@@ -1480,6 +1490,22 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
  * Returns the bytes reserved, 0 when the room is too small, -EAGAIN when
  * @try found the lock busy, or an error.
  */
+/* Holding the writers' lock: hand out the @len bytes after @have in page @pg
+ * of slot @head - 1 as the reservation. */
+static ssize_t resv_merge_give(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt,
+			       uint32_t head, uint32_t pg, uint32_t have)
+{
+	iov[0].iov_base = page_ptr(w->p, pg) + have;
+	iov[0].iov_len = len;
+	*iovcnt = 1;
+	w->resv_merge = true;
+	w->resv_bytes = len;
+	w->resv_head = head;
+	w->resv_pg = pg;
+	w->resv_len = have;
+	return (ssize_t)len;
+}
+
 static ssize_t reserve_merge(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt,
 			     bool try)
 {
@@ -1490,17 +1516,12 @@ static ssize_t reserve_merge(struct up_end *w, size_t len, struct iovec *iov, in
 	r = merge_open(w, len, &s, &have, &pg, try);
 	if (r <= 0)
 		return r;
-	iov[0].iov_base = page_ptr(w->p, pg) + have;
-	iov[0].iov_len = len;
-	*iovcnt = 1;
-	w->resv_merge = true;
-	w->resv_bytes = len;
 	/* Relaxed: head is written only under the lock we hold. */
-	w->resv_head = w->last_ok ? w->last_head
-				  : atomic_load_explicit(&w->p->ln->prod.head, memory_order_relaxed);
-	w->resv_pg = pg;
-	w->resv_len = have;
-	return (ssize_t)len;
+	return resv_merge_give(w, len, iov, iovcnt,
+			       w->last_ok ? w->last_head
+					  : atomic_load_explicit(&w->p->ln->prod.head,
+								 memory_order_relaxed),
+			       pg, have);
 }
 
 /* Publish the first @n bytes of a merge reservation; drops the lock. */
@@ -1515,8 +1536,17 @@ static int commit_merge(struct up_end *w, size_t n)
 	/* Under our lock nobody else wrote head or len: re-check anyway, the
 	 * segment is shared with processes we do not trust. The room must be
 	 * the one handed out, or the len grown would cover bytes the caller
-	 * never wrote, and its own would be lost. */
-	if (last_slot(w, false, &s, &have, &pg) < 0 || p->g.page_size - have < n ||
+	 * never wrote, and its own would be lost. The lone writer wrote the
+	 * slot's head and page itself (last_keep()); only len is looked at. */
+	if (w->last_ok) {
+		s = slot_at(p, w->resv_head - 1);
+		/* Relaxed: written only under the lock we hold. */
+		if (atomic_load_explicit(&s->len, memory_order_relaxed) != w->resv_len) {
+			wlock_drop(w);
+			return proto_error(p);
+		}
+		have = w->resv_len;
+	} else if (last_slot(w, false, &s, &have, &pg) < 0 || p->g.page_size - have < n ||
 	    atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed) != w->resv_head ||
 	    pg != w->resv_pg || have != w->resv_len) {
 		wlock_drop(w);
@@ -1538,6 +1568,10 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 
 	if (len == 0 || *iovcnt <= 0)
 		return -EINVAL;
+	/* The lone writer's short way (see up__ring_write_small()). */
+	if (short_enter(w, len))
+		return resv_merge_give(w, len, iov, iovcnt, w->last_head, w->last_pg,
+				       w->last_len);
 	if (up__unlikely(w->armed))
 		up__ring_disarm(w);
 	resv_cancel(w); /* a new reservation replaces the last one */

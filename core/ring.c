@@ -1858,17 +1858,27 @@ static void peek_let_go(struct up_end *rd)
  * locked publish. Measured here: a 100-byte stream ran at a third of the
  * speed it reaches when the reader leaves the writer's page alone.
  *
- * So after UP_STREAK_MIN reads in a row that drained the ring without
- * waiting (the reader keeps up with a streaming writer), the reader waits
- * for a whole page: it watches head, a line the writer stores to once per
- * page, until a page is published past the one it left off in, for at most
+ * So after UP_STREAK_MIN reads that drained the ring without waiting (the
+ * reader keeps up with a streaming writer), the reader waits for a whole
+ * page: it watches head, a line the writer stores to once per page, until a
+ * page is published past the one it left off in, for at most
  * UP_COALESCE_NS, and then reads the whole pages only, leaving the page the
  * writer is appending to untouched. No program can tell this from a
  * slightly slower writer (read still returns whatever it finds, at least one
- * byte, and blocks no longer than UP_COALESCE_NS more), and it never delays
- * a reader that had to wait for its data (request/response traffic).
+ * byte, and blocks no longer than UP_COALESCE_NS more).
+ *
+ * The streak ends when the writer shows it is not streaming: the reader had
+ * to sleep for data (wait_for_data()), a coalescing wait ran out, a
+ * non-blocking read found nothing, or the caller's buffer was full. A short
+ * spin for data does not end it: a reader that catches up with a streaming
+ * writer, as a zero-copy reader (no copy to slow it) does all the time,
+ * used to start over after every such spin, take the writer's page 100
+ * bytes at a time and trade its lines after each write. In the VM's slow
+ * phases that took 100-byte zero-copy from about 28 ns a write to 50-100
+ * (docs/DESIGN-NOTES.md). A request/response reader, whose reads all wait,
+ * still never coalesces, and one whose reads sometimes find data at once
+ * pays at most one UP_COALESCE_NS wait per UP_STREAK_MIN such reads.
  */
-#define UP_STREAK_MIN   4u
 #ifndef UP_COALESCE_NS
 #define UP_COALESCE_NS  4000u
 #endif
@@ -1887,10 +1897,24 @@ static bool coalesce(struct up_end *rd)
 		/* Relaxed: a hint; read_locked() loads head again with A1. */
 		if (atomic_load_explicit(head, memory_order_relaxed) - rd->seen_head != 0)
 			return true;
-		if ((i & 15) == 15 && now_ns() - t0 >= UP_COALESCE_NS)
+		if ((i & 15) == 15 && now_ns() - t0 >= UP_COALESCE_NS) {
+			rd->streak = 0; /* the writer stopped streaming */
 			return false;
+		}
 		up__cpu_relax();
 	}
+}
+
+/* A reader found nothing: wait for data. A sleep ends the streak (see
+ * above); a spin does not. */
+static int wait_for_data(struct up_end *rd)
+{
+	uint64_t slept = atomic_load_explicit(&rd->c.waits, memory_order_relaxed);
+	int r = wait_ready(rd, &rd->p->ln->rd_wait, rd_ready, UP_END_WRITER);
+
+	if (atomic_load_explicit(&rd->c.waits, memory_order_relaxed) != slept)
+		rd->streak = 0;
+	return r;
 }
 
 ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, size_t len)
@@ -1933,20 +1957,21 @@ ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, si
 				/* Found data without waiting and took all of
 				 * it the buffer allowed: keeping up with a
 				 * streaming writer. */
-				if (!waited && (size_t)n < len)
-					rd->streak++;
-				else
+				if ((size_t)n == len)
 					rd->streak = 0;
+				else if (!waited)
+					rd->streak++;
 			}
 			return n;
 		}
-		rd->streak = 0;
 		if (writers == 0)
 			return 0; /* end of stream */
-		if (rd->flags & UP_NONBLOCK)
+		if (rd->flags & UP_NONBLOCK) {
+			rd->streak = 0;
 			return -EAGAIN;
+		}
 		waited = true;
-		r = wait_ready(rd, &p->ln->rd_wait, rd_ready, UP_END_WRITER);
+		r = wait_for_data(rd);
 		if (r < 0)
 			return r;
 	}
@@ -2039,24 +2064,25 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 				/* As in up__ring_read(): found without waiting,
 				 * and not cut short by the caller's vector (still
 				 * in *iovcnt until the store below). */
-				if (!waited && cnt < *iovcnt)
-					rd->streak++;
-				else
+				if (cnt == *iovcnt)
 					rd->streak = 0;
+				else if (!waited)
+					rd->streak++;
 				*iovcnt = cnt;
 			}
 			return n;
 		}
-		rd->streak = 0;
 		peek_unlock(rd);
 		if (writers == 0) {
 			*iovcnt = 0;
 			return 0;
 		}
-		if (rd->flags & UP_NONBLOCK)
+		if (rd->flags & UP_NONBLOCK) {
+			rd->streak = 0;
 			return -EAGAIN;
+		}
 		waited = true;
-		r = wait_ready(rd, &p->ln->rd_wait, rd_ready, UP_END_WRITER);
+		r = wait_for_data(rd);
 		if (r < 0)
 			return r;
 	}

@@ -105,6 +105,9 @@ struct up_pipe {
 #define UP_ARMED_NONE     0
 #define UP_ARMED_POLL     1 /* up_poll_arm(): our poll ring waits */
 #define UP_ARMED_EXTERNAL 2 /* the caller's own ring waits (uringpipe/uring.h) */
+/* Reads that drain the ring without waiting before a reader coalesces
+ * (ring.c, coalesce()). */
+#define UP_STREAK_MIN    4u
 #define UP_SPIN_INIT_NS  20000u /* first spin budget before sleeping */
 #define UP_SPIN_MIN_NS   10000u
 #define UP_SPIN_MAX_NS   50000u

@@ -107,6 +107,8 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 		dec_floor0(&wl->nwait);
 		if (armed & UP_ARMED_LINE_POLL)
 			dec_floor0(&wl->npoll);
+	} else if ((armed & UP_ARMED_LINE_MASK) == UP_ARMED_LINE_WLOCK) {
+		dec_floor0(&p->ln->wlock.npoll);
 	}
 	count = role == UP_END_READER ? &p->ln->state.readers : &p->ln->state.writers;
 	/* seq_cst: this decrement is the progress store of the EOF/EPIPE

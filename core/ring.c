@@ -576,6 +576,71 @@ static struct up_shm_wait *end_line(struct up_end *e)
 	return (e->flags & UP_RD) ? &e->p->ln->rd_wait : &e->p->ln->wr_wait;
 }
 
+/* A writer: is the writers' lock word held by another end? (A hint.) */
+static bool wlock_held_by_other(struct up_end *w)
+{
+	uint32_t owner;
+
+	if (!(w->flags & UP_WR))
+		return false;
+	/* Relaxed: a hint; wlock_poll_arm() decides with seq_cst loads. */
+	owner = atomic_load_explicit(&w->p->ln->wlock.word, memory_order_relaxed) &
+		~UP_LOCK_WAITERS;
+	return owner != 0 && owner != w->lock_id;
+}
+
+/*
+ * Poll mode for a writer with pages to write into that a non-blocking call
+ * found held up by the writers' lock: another writer holds the word, over
+ * its small reservation (up_reserve) or a publish. Without this,
+ * up_poll_arm() said "ready" and the event loop went round until that
+ * commit. Now the end waits on the lock word itself, as lock_take() sleeps
+ * on it: it counts itself in the lock's npoll, sets the waiters bit and
+ * hands back the word and the value to wait on. The holder's drop sees
+ * the bit and, npoll being non-zero, wakes every sleeper on the word (see
+ * lock_drop(); tests/model/lock.pml, -DPOLLER). A holder that dies is seen
+ * through the writers' pidfds (up__ring_poll_arm()).
+ *
+ * Returns 0 armed (*word, *expect), 1 when the word is not held by another
+ * end (try again), or -EPROTO. A lock biased to another writer is not
+ * waited for here: that end's call went round as before (ring.c, "the
+ * writers' lock"; docs/DESIGN-NOTES.md).
+ */
+static int wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expect)
+{
+	struct up_pipe *p = w->p;
+	struct up_shm_lock *l = &p->ln->wlock;
+	uint32_t cur, owner;
+
+	if (!wlock_held_by_other(w))
+		return 1;
+	/* npoll before the bit: a drop that takes our bit sees the count. */
+	atomic_fetch_add_explicit(&l->npoll, 1, memory_order_seq_cst);
+	cur = atomic_load_explicit(&l->word, memory_order_seq_cst);
+	owner = cur & ~UP_LOCK_WAITERS;
+	if (owner != 0 && owner != w->lock_id &&
+	    ((owner & UP_END_ROLE_MASK) == 0 || (owner & UP_END_ROLE_MASK) > p->g.max_ends)) {
+		atomic_fetch_sub_explicit(&l->npoll, 1, memory_order_seq_cst);
+		return proto_error(p);
+	}
+	if (owner == 0 || owner == w->lock_id ||
+	    (!(cur & UP_LOCK_WAITERS) &&
+	     !atomic_compare_exchange_strong_explicit(&l->word, &cur, cur | UP_LOCK_WAITERS,
+						      memory_order_seq_cst,
+						      memory_order_seq_cst))) {
+		/* Let go meanwhile, or changed hands: try again. */
+		atomic_fetch_sub_explicit(&l->npoll, 1, memory_order_seq_cst);
+		return 1;
+	}
+	announce_mark(w, UP_ARMED_LINE_WLOCK | UP_ARMED_LINE_POLL);
+	w->armed = UP_ARMED_EXTERNAL;
+	w->armed_lock = true;
+	*word = &l->word;
+	*expect = cur | UP_LOCK_WAITERS;
+	up__count(&w->c.waits, 1);
+	return 0;
+}
+
 /*
  * Announce this end as a sleeper on its line, as wait_ready() does, but
  * return instead of sleeping: the caller sleeps in its own event loop
@@ -592,6 +657,10 @@ int up__ring_arm(struct up_end *e, _Atomic uint32_t **word, uint32_t *expect)
 
 	up__ring_disarm(e);
 	r = ready(e);
+	if (r > 0 && (e->flags & UP_WR))
+		/* Pages to write into, but maybe another writer's lock in the
+		 * way: wait for that instead of going round. */
+		return wlock_poll_arm(e, word, expect);
 	if (r != 0)
 		return r < 0 ? r : 1;
 	s = atomic_load_explicit(&wl->seq, memory_order_seq_cst);
@@ -622,8 +691,10 @@ int up__ring_poll_arm(struct up_end *e)
 
 	if (!e->waker->ops->arm)
 		return -EOPNOTSUPP;
-	/* Outside the handshake: may enter the kernel (pidfd_open). */
-	if (up__peers_watch(e, (e->flags & UP_RD) ? UP_END_WRITER : UP_END_READER))
+	/* Outside the handshake: may enter the kernel (pidfd_open). A writer
+	 * that may wait for another writer's lock watches the writers. */
+	if (up__peers_watch(e, (e->flags & UP_RD) || wlock_held_by_other(e) ? UP_END_WRITER
+									   : UP_END_READER))
 		up__peers_reap(e);
 	r = up__ring_arm(e, &word, &s);
 	if (r != 0)
@@ -649,8 +720,13 @@ void up__ring_disarm(struct up_end *e)
 		peer = e->waker->ops->disarm(e->waker, &sc);
 	e->armed = UP_ARMED_NONE;
 	announce_mark(e, UP_ARMED_LINE_NONE);
-	atomic_fetch_sub_explicit(&end_line(e)->nwait, 1, memory_order_seq_cst);
-	atomic_fetch_sub_explicit(&end_line(e)->npoll, 1, memory_order_seq_cst);
+	if (e->armed_lock) {
+		e->armed_lock = false;
+		atomic_fetch_sub_explicit(&e->p->ln->wlock.npoll, 1, memory_order_seq_cst);
+	} else {
+		atomic_fetch_sub_explicit(&end_line(e)->nwait, 1, memory_order_seq_cst);
+		atomic_fetch_sub_explicit(&end_line(e)->npoll, 1, memory_order_seq_cst);
+	}
 	up__count(&e->c.syscalls, sc);
 	if (peer == 1)
 		up__peers_reap(e);
@@ -764,15 +840,27 @@ static int lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 
 static void lock_drop(struct up_end *e, _Atomic uint32_t *lk)
 {
-	/* Release: pairs with the acquire in lock_take(). */
-	uint32_t old = atomic_exchange_explicit(lk, 0, memory_order_release);
+	/* Release: pairs with the acquire in lock_take(). seq_cst: the load of
+	 * npoll below must see a poller that set the bit we take
+	 * (wlock_poll_arm()). */
+	uint32_t old = atomic_exchange_explicit(lk, 0, memory_order_seq_cst);
 
 	if (old & UP_LOCK_WAITERS) {
+		struct up_shm_lock *l = (struct up_shm_lock *)(void *)((char *)lk -
+					 offsetof(struct up_shm_lock, word));
 		uint64_t sc = 0;
 
 		/* One: the futex mutex hand-off; the woken keeps the
-		 * waiters bit, so its unlock wakes the next. */
-		e->waker->ops->wake(e->waker, lk, 1, &sc);
+		 * waiters bit, so its unlock wakes the next. But every one
+		 * while a poll-mode end is armed on the word: its event loop
+		 * may never take the lock, and a wake for one that went to it
+		 * would leave a blocked writer asleep for its whole slice
+		 * (tests/model/lock.pml, -DPOLLER). */
+		e->waker->ops->wake(e->waker, lk,
+				    atomic_load_explicit(&l->npoll, memory_order_seq_cst)
+					    ? UP_WAKE_ALL
+					    : 1,
+				    &sc);
 		up__count(&e->c.syscalls, sc);
 		up__count(&e->c.wakes, 1);
 	}

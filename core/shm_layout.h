@@ -121,7 +121,10 @@ struct up_shm_lock {
 	 * membarrier(): a later taker need not fence again. 0 = none. Written
 	 * only by a holder of word. */
 	_Atomic uint32_t fenced;
-	uint32_t pad0_;
+	/* Writers' lock only: poll-mode ends armed on word (ring.c,
+	 * wlock_poll_arm()); while not 0, a drop that finds the waiters bit
+	 * wakes every sleeper, not one. Was padding: older peers leave it 0. */
+	_Atomic uint32_t npoll;
 	/* CLOCK_MONOTONIC ns when the bias was marked UP_BIAS_REVOKE; for a
 	 * taker that cannot fence (ring.c, UP_BIAS_GRACE_NS). Written only by
 	 * a holder of word. */
@@ -179,6 +182,7 @@ struct up_shm_end {
 #define UP_ARMED_LINE_NONE 0u
 #define UP_ARMED_LINE_RD   1u
 #define UP_ARMED_LINE_WR   2u
+#define UP_ARMED_LINE_WLOCK 3u /* poll mode, on the writers' lock word */
 #define UP_ARMED_LINE_MASK 3u
 #define UP_ARMED_LINE_POLL 4u
 

@@ -149,6 +149,7 @@ struct up_end {
 
 	/* Announced as a sleeper without sleeping (poll mode). */
 	int armed;            /* UP_ARMED_* */
+	bool armed_lock;      /* ... on the writers' lock word, not a wait line */
 
 	/* Reader: holding the readers' lock between peek and consume. */
 	bool peek_locked;

@@ -248,9 +248,9 @@ UP_API int up_stats(const struct up_pipe *p, struct up_stats *st);
  *
  * up_pollfd - a file descriptor to hand to epoll, poll or libuv: it turns
  * readable (POLLIN) when @e, after up_poll_arm() returned 0, may be able to
- * make progress (data or end of stream for a reader; room or no reader left
- * for a writer; a peer process died). It is owned by @e and closed by
- * up_close(); never read it yourself. Returns the fd, or -EOPNOTSUPP where
+ * make progress (data or end of stream for a reader; room, no reader left
+ * or the writers' lock let go, for a writer; a peer process died). It is
+ * owned by @e and closed by up_close(); never read it yourself. Returns the fd, or -EOPNOTSUPP where
  * io_uring is unavailable (the futex(2) backend cannot signal an fd),
  * -ENOMEM, -EMFILE. Exclusive on end; enters the kernel the first time.
  *
@@ -260,10 +260,12 @@ UP_API int up_stats(const struct up_pipe *p, struct up_stats *st);
  * call, which disarms), -EOPNOTSUPP, -EPROTO. Readiness may be spurious:
  * retrying can give -EAGAIN again; arm again then. A stream that never runs
  * dry never arms, so it stays free of system calls. Exclusive on end.
- * Known limit: a writer's -EAGAIN can also mean the writers' lock is held,
- * for instance by another writer's open small reservation (up_reserve);
- * arming then returns 1 at once, so an event loop that retries goes round
- * until that commit. Commit small reservations promptly.
+ * A writer's -EAGAIN can also mean that another writer holds the writers'
+ * lock, over its open small reservation (up_reserve) say: arming then
+ * waits for that writer to let go (or die). Known limit: while the only
+ * writer holds a reservation open, a writer joining in poll mode still
+ * finds arming return 1 until that commit. Commit small reservations
+ * promptly.
  */
 UP_API int up_pollfd(struct up_end *e);
 UP_API int up_poll_arm(struct up_end *e);

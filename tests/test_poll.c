@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -313,6 +314,150 @@ static void small_write_disarms_the_writer(void)
 	up_pipe_release(p);
 }
 
+/* Two writers, no bias (both open before any write); w1 holds the writers'
+ * lock word over a small reservation merged into the last page. */
+static struct up_pipe *held_by_reservation(struct up_end **r, struct up_end **w1,
+					   struct up_end **w2, struct iovec *iov)
+{
+	struct up_pipe *p;
+	int cnt = 1;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, r));
+	CHECK_OK(up_open(p, UP_WR, w1));
+	*w2 = open_nb(p, UP_WR);
+	CHECK_EQ(up_write(*w1, "x", 1), 1);
+	CHECK_EQ(up_reserve(*w1, 100, iov, &cnt), 100);
+	CHECK((*w1)->resv_merge && !(*w1)->biased);
+	CHECK_EQ(atomic_load(&p->ln->wlock.word) & ~UP_LOCK_WAITERS, (*w1)->lock_id);
+	return p;
+}
+
+/* A poll-mode writer held up by another writer's lock waits on the lock:
+ * up_poll_arm used to say "ready" (pages were free), and the event loop went
+ * round until the commit. */
+static void poll_writer_waits_for_the_lock(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w1, *w2;
+	struct iovec iov;
+	char buf[128];
+	int fd;
+
+	p = held_by_reservation(&r, &w1, &w2, &iov);
+	fd = pollfd_or_skip(w2);
+	CHECK_EQ(up_write(w2, "abc", 3), -EAGAIN);
+	CHECK_EQ(up_poll_arm(w2), 0);
+	CHECK_EQ(atomic_load(&p->ln->wlock.npoll), 1);
+	CHECK_EQ(wait_fd(fd, 0), 0); /* armed, lock still held: not readable */
+	memset(iov.iov_base, 'r', 100);
+	CHECK_OK(up_commit(w1, 100));
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	CHECK_EQ(up_write(w2, "abc", 3), 3); /* disarms */
+	CHECK_EQ(atomic_load(&p->ln->wlock.npoll), 0);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 104);
+	CHECK(buf[0] == 'x' && buf[1] == 'r' && buf[100] == 'r' && memcmp(buf + 101, "abc", 3) == 0);
+	up_close(w2);
+	up_close(w1);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/* A writer process that dies armed on the lock word is taken off it: its
+ * count would turn every later wake on the word into a wake for all. */
+static void dead_armed_writer_is_taken_off_the_lock(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w1, *w2;
+	struct iovec iov;
+	pid_t pid;
+	int status;
+
+	p = held_by_reservation(&r, &w1, &w2, &iov);
+	(void)pollfd_or_skip(w2);
+	up_close(w2);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct up_pipe *q;
+		struct up_end *a;
+
+		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 ||
+		    up_open(q, UP_WR | UP_NONBLOCK, &a) < 0 || up_pollfd(a) < 0 ||
+		    up_write(a, "abc", 3) != -EAGAIN || up_poll_arm(a) != 0)
+			_exit(1);
+		_exit(0); /* armed on the lock, for good */
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), 0);
+	CHECK_EQ(atomic_load(&p->ln->wlock.npoll), 1);
+	CHECK_EQ(up__peers_reap(r), 1);
+	CHECK_EQ(atomic_load(&p->ln->wlock.npoll), 0);
+	CHECK_OK(up_commit(w1, 0));
+	up_close(w1);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+struct lock_sleeper {
+	struct up_end *w;
+	_Atomic pid_t tid;
+	ssize_t res;
+};
+
+static void *lock_sleeper_main(void *arg)
+{
+	struct lock_sleeper *s = arg;
+
+	atomic_store(&s->tid, (pid_t)syscall(SYS_gettid));
+	s->res = up_write(s->w, "def", 3);
+	return NULL;
+}
+
+/* With a poll-mode writer armed on the lock word ahead of a blocked writer,
+ * the drop wakes both: a wake for one went to the poller (first in the
+ * futex queue), and the blocked writer slept until its slice ended. */
+static void blocked_writer_is_not_left_behind_a_poller(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w1, *w2, *w3;
+	struct lock_sleeper s = { 0 };
+	struct iovec iov;
+	pthread_t th;
+	pid_t tid;
+	int fd;
+
+	p = held_by_reservation(&r, &w1, &w2, &iov);
+	CHECK_OK(up_open(p, UP_WR, &w3));
+	fd = pollfd_or_skip(w2);
+	CHECK_EQ(up_write(w2, "abc", 3), -EAGAIN);
+	CHECK_EQ(up_poll_arm(w2), 0);
+	s.w = w3;
+	CHECK_EQ(pthread_create(&th, NULL, lock_sleeper_main, &s), 0);
+	{
+		double until = harness_now() + 10;
+
+		/* w3 asleep on the lock word, behind w2's armed wait. */
+		while ((tid = atomic_load(&s.tid)) == 0 || atomic_load(&w3->c.waits) == 0 ||
+		       harness_tid_state(tid) != 'S') {
+			CHECK(harness_now() < until);
+			sched_yield();
+		}
+	}
+	memset(iov.iov_base, 'r', 100);
+	CHECK_OK(up_commit(w1, 100));
+	CHECK_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(s.res, 3);
+	CHECK_EQ(atomic_load(&w3->c.timeouts), 0); /* woken, not timed out */
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	up_close(w3);
+	up_close(w2);
+	up_close(w1);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 static void writer_wakes_on_dead_reader_process(void)
 {
 	struct up_config cfg;
@@ -432,6 +577,9 @@ int main(int argc, char **argv)
 	RUN(reader_wakes_on_data);
 	RUN(armed_reader_does_not_swallow_a_wake);
 	RUN(small_write_disarms_the_writer);
+	RUN(poll_writer_waits_for_the_lock);
+	RUN(blocked_writer_is_not_left_behind_a_poller);
+	RUN(dead_armed_writer_is_taken_off_the_lock);
 	RUN(dead_armed_reader_is_taken_off_the_line);
 	RUN(reader_wakes_on_eof);
 	RUN(writer_wakes_on_room);

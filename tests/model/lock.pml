@@ -24,10 +24,20 @@
  * slice may end (the only timeout modelled). The takeover is a take like
  * any other: one by a waiter that slept must set the bit too.
  *
+ * -DPOLLER adds a poll-mode end (up_poll_arm() on a writer that found the
+ * lock held, ring.c lock_poll_arm()): it takes the lock like a fresh taker;
+ * finding it held, it counts itself in the lock's npoll, sets the bit and
+ * arms a futex wait on the word in its own ring, then returns to its event
+ * loop. That loop may come back after the wake (disarm: npoll--, then a
+ * fresh take) or never (it stays armed, its wait queued or not). So a
+ * drop that finds the bit wakes every sleeper while npoll is not 0: a wake
+ * for one could go to the poller and leave a blocked thread asleep.
+ *
  * -DMUTANT=1: a waiter that slept takes the lock without the bit (the code
  * before 3d558e2): the second of two sleepers is never woken.
  * -DMUTANT=2: lock_drop() does not wake (the bit ignored).
  * -DMUTANT=3 (with DEATH): the takeover without `keep`.
+ * -DMUTANT=4 (with POLLER): lock_drop() wakes one even with a poller armed.
  */
 #ifndef N
 #define N 3
@@ -42,7 +52,9 @@
 #define W 128 /* UP_LOCK_WAITERS */
 
 byte word;     /* the lock word: 0, or id (1..N), | W */
-bit inq[N];    /* futex wait queue: thread i is blocked in futex_wait */
+bit inq[N + 1]; /* futex wait queue: thread i is blocked in futex_wait
+		  (index N: the poller's armed wait) */
+byte npoll;    /* poll-mode ends armed on the word */
 byte incs;     /* threads in the critical section */
 #define DEAD 9 /* the id of a holder that died inside */
 
@@ -55,9 +67,38 @@ inline futex_wake_one()
 		:: N > 1 && inq[1] -> inq[1] = 0
 		:: N > 2 && inq[2] -> inq[2] = 0
 		:: N > 3 && inq[3] -> inq[3] = 0
+		:: inq[N] -> inq[N] = 0
 		:: else -> skip
 		fi
 	}
+}
+
+inline futex_wake_all()
+{
+	atomic {
+		byte k;
+		for (k : 0 .. N) {
+			inq[k] = 0
+		}
+	}
+}
+
+/* lock_drop(): xchg(word, 0); with the bit, wake every sleeper while a
+ * poller is armed, else one. */
+inline lock_drop(cur)
+{
+	atomic { cur = word; word = 0 }
+#if MUTANT != 2
+	if
+#if MUTANT == 4
+	:: cur & W -> futex_wake_one()
+#else
+	:: (cur & W) && npoll != 0 -> futex_wake_all()
+	:: (cur & W) && npoll == 0 -> futex_wake_one()
+#endif
+	:: else -> skip
+	fi;
+#endif
 }
 
 proctype Thread(byte me)
@@ -143,18 +184,75 @@ locked:
 		incs++;
 		assert(incs == 1);
 		incs--;
-		/* lock_drop(): xchg(word, 0), then wake one if the bit was set */
-		atomic { cur = word; word = 0 }
-#if MUTANT != 2
-		if
-		:: cur & W -> futex_wake_one()
-		:: else -> skip
-		fi;
-#endif
+		lock_drop(cur);
 		r++
 	:: else -> break
 	od
 }
+
+#ifdef POLLER
+#define PID (N + 1)
+/* A poll-mode end: every call is a fresh take; it never blocks. */
+proctype Poller()
+{
+	byte cur, r = 0;
+
+	do
+	:: r < ROUNDS ->
+		atomic {
+			if
+			:: word == 0 -> word = PID; goto locked
+			:: else -> skip
+			fi
+		}
+		/* lock_poll_arm(): count in, set the bit while held, arm */
+		npoll++;
+		cur = word;
+		if
+		:: (cur & ~W) == 0 -> npoll--; goto next /* free again: ready */
+		:: else -> skip
+		fi;
+		if
+		:: (cur & W) == 0 ->
+			atomic {
+				if
+				:: word == cur -> word = cur | W
+				:: else -> npoll--; goto next /* changed: ready */
+				fi
+			}
+		:: else -> skip
+		fi;
+		atomic {
+			if
+			:: word == (cur | W) -> inq[N] = 1
+			:: else -> skip
+			fi
+		}
+		/* Back in the event loop: it may never look again. */
+		if
+		:: goto gone
+		:: skip
+		fi;
+		(inq[N] == 0); /* the completion arrives */
+		if
+		:: goto gone
+		:: npoll--
+		fi;
+		goto next;
+locked:
+		incs++;
+		assert(incs == 1);
+		incs--;
+		lock_drop(cur);
+		r++;
+next:
+		skip
+	:: else -> break
+	od;
+gone:
+	skip
+}
+#endif
 
 #ifdef DEATH
 /* Takes the lock when it is free, as a fresh taker does, and dies in it. */
@@ -173,6 +271,9 @@ init {
 		}
 #ifdef DEATH
 		run Dier()
+#endif
+#ifdef POLLER
+		run Poller()
 #endif
 	}
 }

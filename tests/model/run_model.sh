@@ -122,6 +122,9 @@ check lock_mutant1        lock.pml fail -DMUTANT=1
 check lock_mutant2        lock.pml fail -DMUTANT=2
 check lock_death          lock.pml pass -DDEATH
 check lock_death_mutant3  lock.pml fail -DDEATH -DMUTANT=3
+check lock_poller_n2_r2   lock.pml pass -DPOLLER -DN=2
+check lock_poller_n2_r3   lock.pml pass -DPOLLER -DN=2 -DROUNDS=3
+check lock_poller_mutant4 lock.pml fail -DPOLLER -DN=2 -DMUTANT=4
 
 if [ "$fail" != 0 ]; then
 	echo "model check: FAILED (scratch files in $work)"

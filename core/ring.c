@@ -576,17 +576,53 @@ static struct up_shm_wait *end_line(struct up_end *e)
 	return (e->flags & UP_RD) ? &e->p->ln->rd_wait : &e->p->ln->wr_wait;
 }
 
-/* A writer: is the writers' lock word held by another end? (A hint.) */
+/* A writer: is the writers' lock word held, or biased, by another end?
+ * (A hint.) */
 static bool wlock_held_by_other(struct up_end *w)
 {
+	struct up_shm_lock *l = &w->p->ln->wlock;
 	uint32_t owner;
 
 	if (!(w->flags & UP_WR))
 		return false;
 	/* Relaxed: a hint; wlock_poll_arm() decides with seq_cst loads. */
-	owner = atomic_load_explicit(&w->p->ln->wlock.word, memory_order_relaxed) &
-		~UP_LOCK_WAITERS;
+	owner = atomic_load_explicit(&l->word, memory_order_relaxed) & ~UP_LOCK_WAITERS;
+	if (owner == 0)
+		owner = atomic_load_explicit(&l->bias, memory_order_relaxed) & ~UP_BIAS_REVOKE;
 	return owner != 0 && owner != w->lock_id;
+}
+
+/*
+ * The lock biased to another writer, which is inside (a reservation held
+ * open, say): a non-blocking take marked the bias UP_BIAS_REVOKE, fenced the
+ * owner with membarrier() and gave up (bias_revoke()). Wait on the owner's
+ * busy word while it reads UP_BUSY_IN, as a blocking taker sleeps on it: the
+ * owner's next drop (or failed entry, or close) loads the bias after its
+ * busy store, sees the mark, because the barrier came before, and wakes
+ * every sleeper on busy (wlock_drop(), busy_wake()). Only for a fenced mark:
+ * without the barrier that load may miss the mark, and poll mode has no
+ * sleep slices to fall back on. Returns 0 armed, or 1 (try again).
+ */
+static int bias_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expect)
+{
+	struct up_pipe *p = w->p;
+	struct up_shm_lock *l = &p->ln->wlock;
+	uint32_t b = atomic_load_explicit(&l->bias, memory_order_seq_cst);
+	uint32_t owner = b & ~UP_BIAS_REVOKE, idx = owner & UP_END_ROLE_MASK;
+	_Atomic uint32_t *busy;
+
+	if (!(b & UP_BIAS_REVOKE) || owner == w->lock_id || idx == 0 || idx > p->g.max_ends ||
+	    atomic_load_explicit(&l->fenced, memory_order_seq_cst) != owner)
+		return 1;
+	busy = &p->ends[idx - 1].busy;
+	if (atomic_load_explicit(busy, memory_order_seq_cst) != UP_BUSY_IN)
+		return 1;
+	w->armed = UP_ARMED_EXTERNAL;
+	w->armed_on = UP_ARMED_ON_BUSY;
+	*word = busy;
+	*expect = UP_BUSY_IN;
+	up__count(&w->c.waits, 1);
+	return 0;
 }
 
 /*
@@ -601,10 +637,9 @@ static bool wlock_held_by_other(struct up_end *w)
  * lock_drop(); tests/model/lock.pml, -DPOLLER). A holder that dies is seen
  * through the writers' pidfds (up__ring_poll_arm()).
  *
- * Returns 0 armed (*word, *expect), 1 when the word is not held by another
- * end (try again), or -EPROTO. A lock biased to another writer is not
- * waited for here: that end's call went round as before (ring.c, "the
- * writers' lock"; docs/DESIGN-NOTES.md).
+ * A lock biased to another writer is waited for on that owner's busy word
+ * instead (bias_poll_arm()). Returns 0 armed (*word, *expect), 1 when the
+ * lock is not held by another end (try again), or -EPROTO.
  */
 static int wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expect)
 {
@@ -614,6 +649,8 @@ static int wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *e
 
 	if (!wlock_held_by_other(w))
 		return 1;
+	if ((atomic_load_explicit(&l->word, memory_order_seq_cst) & ~UP_LOCK_WAITERS) == 0)
+		return bias_poll_arm(w, word, expect);
 	/* npoll before the bit: a drop that takes our bit sees the count. */
 	atomic_fetch_add_explicit(&l->npoll, 1, memory_order_seq_cst);
 	cur = atomic_load_explicit(&l->word, memory_order_seq_cst);
@@ -634,7 +671,7 @@ static int wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *e
 	}
 	announce_mark(w, UP_ARMED_LINE_WLOCK | UP_ARMED_LINE_POLL);
 	w->armed = UP_ARMED_EXTERNAL;
-	w->armed_lock = true;
+	w->armed_on = UP_ARMED_ON_WORD;
 	*word = &l->word;
 	*expect = cur | UP_LOCK_WAITERS;
 	up__count(&w->c.waits, 1);
@@ -712,7 +749,7 @@ int up__ring_poll_arm(struct up_end *e)
 void up__ring_disarm(struct up_end *e)
 {
 	uint64_t sc = 0;
-	int peer = 0;
+	int peer = 0, arm_on;
 
 	if (!e->armed)
 		return;
@@ -720,10 +757,11 @@ void up__ring_disarm(struct up_end *e)
 		peer = e->waker->ops->disarm(e->waker, &sc);
 	e->armed = UP_ARMED_NONE;
 	announce_mark(e, UP_ARMED_LINE_NONE);
-	if (e->armed_lock) {
-		e->armed_lock = false;
+	arm_on = e->armed_on;
+	e->armed_on = UP_ARMED_ON_LINE;
+	if (arm_on == UP_ARMED_ON_WORD) {
 		atomic_fetch_sub_explicit(&e->p->ln->wlock.npoll, 1, memory_order_seq_cst);
-	} else {
+	} else if (arm_on == UP_ARMED_ON_LINE) {
 		atomic_fetch_sub_explicit(&end_line(e)->nwait, 1, memory_order_seq_cst);
 		atomic_fetch_sub_explicit(&end_line(e)->npoll, 1, memory_order_seq_cst);
 	}

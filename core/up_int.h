@@ -105,6 +105,10 @@ struct up_pipe {
 #define UP_ARMED_NONE     0
 #define UP_ARMED_POLL     1 /* up_poll_arm(): our poll ring waits */
 #define UP_ARMED_EXTERNAL 2 /* the caller's own ring waits (uringpipe/uring.h) */
+/* What an armed end waits on (ring.c, wlock_poll_arm()). */
+#define UP_ARMED_ON_LINE  0 /* its side's wait line (nwait, npoll counted) */
+#define UP_ARMED_ON_WORD  1 /* the writers' lock word (wlock.npoll counted) */
+#define UP_ARMED_ON_BUSY  2 /* a bias owner's busy word (nothing counted) */
 /* Reads that drain the ring without waiting before a reader coalesces
  * (ring.c, coalesce()). */
 #define UP_STREAK_MIN    4u
@@ -149,7 +153,7 @@ struct up_end {
 
 	/* Announced as a sleeper without sleeping (poll mode). */
 	int armed;            /* UP_ARMED_* */
-	bool armed_lock;      /* ... on the writers' lock word, not a wait line */
+	int armed_on;         /* ... on what (UP_ARMED_ON_*) */
 
 	/* Reader: holding the readers' lock between peek and consume. */
 	bool peek_locked;

@@ -400,6 +400,46 @@ static void dead_armed_writer_is_taken_off_the_lock(void)
 	up_pipe_release(p);
 }
 
+/* The lone writer holds a small reservation inside its bias; a writer
+ * joining in poll mode waits on the owner's busy word, which the owner's
+ * commit wakes. */
+static void poll_writer_waits_for_a_bias_owner(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w1, *w2;
+	struct iovec iov;
+	uint64_t sc = 0;
+	char buf[128];
+	int cnt = 1, fd;
+
+	if (!up__membarrier_registered(getpid(), &sc))
+		SKIP("membarrier refused: the lock never biases");
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR, &w1));
+	CHECK_EQ(up_write(w1, "x", 1), 1);
+	CHECK_EQ(up_reserve(w1, 100, &iov, &cnt), 100);
+	CHECK(w1->biased && w1->resv_merge);
+	w2 = open_nb(p, UP_WR);
+	fd = pollfd_or_skip(w2);
+	CHECK_EQ(up_write(w2, "abc", 3), -EAGAIN); /* marked and fenced */
+	CHECK_EQ(atomic_load(&p->ln->wlock.bias), w1->lock_id | UP_BIAS_REVOKE);
+	CHECK_EQ(up_poll_arm(w2), 0);
+	CHECK_EQ(w2->armed_on, UP_ARMED_ON_BUSY);
+	CHECK_EQ(wait_fd(fd, 0), 0);
+	memset(iov.iov_base, 'r', 100);
+	CHECK_OK(up_commit(w1, 100));
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	CHECK_EQ(up_write(w2, "abc", 3), 3);
+	CHECK_EQ(w2->armed, UP_ARMED_NONE);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 104);
+	CHECK(buf[0] == 'x' && buf[100] == 'r' && memcmp(buf + 101, "abc", 3) == 0);
+	up_close(w2);
+	up_close(w1);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 struct lock_sleeper {
 	struct up_end *w;
 	_Atomic pid_t tid;
@@ -580,6 +620,7 @@ int main(int argc, char **argv)
 	RUN(poll_writer_waits_for_the_lock);
 	RUN(blocked_writer_is_not_left_behind_a_poller);
 	RUN(dead_armed_writer_is_taken_off_the_lock);
+	RUN(poll_writer_waits_for_a_bias_owner);
 	RUN(dead_armed_reader_is_taken_off_the_line);
 	RUN(reader_wakes_on_eof);
 	RUN(writer_wakes_on_room);

@@ -214,7 +214,8 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 		pid_t pid;
 		int fd;
 
-		if ((st & UP_END_ROLE_MASK) != role)
+		if (role == UP_PEERS_ANY ? (st & UP_END_ROLE_MASK) == UP_END_FREE
+					 : (st & UP_END_ROLE_MASK) != role)
 			continue;
 		pid = atomic_load_explicit(&p->ends[i].pid, memory_order_relaxed);
 		if (pid <= 0 || pid == self)

@@ -617,6 +617,10 @@ static int bias_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *ex
 	busy = &p->ends[idx - 1].busy;
 	if (atomic_load_explicit(busy, memory_order_seq_cst) != UP_BUSY_IN)
 		return 1;
+	/* Dead inside (maybe reaped already): nobody will wake us; a retry
+	 * passes it (bias_revoke()). */
+	if (up__lock_owner_gone(w, owner))
+		return 1;
 	w->armed = UP_ARMED_EXTERNAL;
 	w->armed_on = UP_ARMED_ON_BUSY;
 	*word = busy;
@@ -669,6 +673,13 @@ static int wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *e
 		atomic_fetch_sub_explicit(&l->npoll, 1, memory_order_seq_cst);
 		return 1;
 	}
+	/* A holder that died (maybe reaped already) never lets go, and its
+	 * pidfd may never have been taken: a retry takes the lock over
+	 * (lock_take()). The bit we set stays; it costs one wake at most. */
+	if (up__lock_owner_gone(w, owner)) {
+		atomic_fetch_sub_explicit(&l->npoll, 1, memory_order_seq_cst);
+		return 1;
+	}
 	announce_mark(w, UP_ARMED_LINE_WLOCK | UP_ARMED_LINE_POLL);
 	w->armed = UP_ARMED_EXTERNAL;
 	w->armed_on = UP_ARMED_ON_WORD;
@@ -682,10 +693,13 @@ static int wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *e
  * Announce this end as a sleeper on its line, as wait_ready() does, but
  * return instead of sleeping: the caller sleeps in its own event loop
  * (up_pollfd, or an SQE on its own ring) and the end stays announced until
- * up__ring_disarm(). Returns 1 when progress is possible now (nothing
- * armed), 0 with *word and *expect to wait on, or -EPROTO.
+ * up__ring_disarm(). With @locks, a writer held up by another writer's
+ * lock waits for it (wlock_poll_arm()); the caller must then watch every
+ * peer process and cancel its wait before disarming. Returns 1 when
+ * progress is possible now (nothing armed), 0 with *word and *expect to wait
+ * on, or -EPROTO.
  */
-int up__ring_arm(struct up_end *e, _Atomic uint32_t **word, uint32_t *expect)
+int up__ring_arm(struct up_end *e, bool locks, _Atomic uint32_t **word, uint32_t *expect)
 {
 	int (*ready)(struct up_end *) = (e->flags & UP_RD) ? rd_ready : wr_ready;
 	struct up_shm_wait *wl = end_line(e);
@@ -694,9 +708,13 @@ int up__ring_arm(struct up_end *e, _Atomic uint32_t **word, uint32_t *expect)
 
 	up__ring_disarm(e);
 	r = ready(e);
-	if (r > 0 && (e->flags & UP_WR))
-		/* Pages to write into, but maybe another writer's lock in the
-		 * way: wait for that instead of going round. */
+	/* Pages to write into, but maybe another writer's lock in the way:
+	 * wait for that instead of going round. Not when no reader is left
+	 * (the retry gives -EPIPE); a reader leaving while we wait does not end
+	 * the wait, as it does not wake a writer blocked on the lock either
+	 * (nor the kernel's, on pipe->mutex): the holder's commit does. */
+	if (r > 0 && locks && (e->flags & UP_WR) &&
+	    atomic_load_explicit(&e->p->ln->state.readers, memory_order_seq_cst) != 0)
 		return wlock_poll_arm(e, word, expect);
 	if (r != 0)
 		return r < 0 ? r : 1;
@@ -723,19 +741,27 @@ int up__ring_poll_arm(struct up_end *e)
 {
 	_Atomic uint32_t *word;
 	uint64_t sc = 0;
-	uint32_t s;
+	uint32_t s, role;
 	int r;
 
 	if (!e->waker->ops->arm)
 		return -EOPNOTSUPP;
 	/* Outside the handshake: may enter the kernel (pidfd_open). A writer
-	 * that may wait for another writer's lock watches the writers. */
-	if (up__peers_watch(e, (e->flags & UP_RD) || wlock_held_by_other(e) ? UP_END_WRITER
-									   : UP_END_READER))
+	 * may wait for readers (pages) or for another writer (its lock), so it
+	 * watches every peer. */
+	role = (e->flags & UP_RD) ? UP_END_WRITER : UP_PEERS_ANY;
+	if (up__peers_watch(e, role))
 		up__peers_reap(e);
-	r = up__ring_arm(e, &word, &s);
+	r = up__ring_arm(e, true, &word, &s);
 	if (r != 0)
 		return r;
+	/* A peer that came (and so may be the lock's holder) since the list
+	 * was made, or one already gone: look again. */
+	if (up__peers_watch(e, role)) {
+		up__ring_disarm(e);
+		up__peers_reap(e);
+		return 1;
+	}
 	r = e->waker->ops->arm(e->waker, word, s, e->peer_pidfds, e->npeer, &sc);
 	up__count(&e->c.syscalls, sc);
 	if (r < 0) {
@@ -1694,8 +1720,12 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 
 	if (len == 0 || *iovcnt <= 0)
 		return -EINVAL;
-	/* The lone writer's short way (see up__ring_write_small()). */
-	if (short_enter(w, len))
+	/* The lone writer's short way (see up__ring_write_small()), keeping
+	 * the rule below for a writer that has just joined: over half a page,
+	 * a page of its own. Relaxed: a hint, as below. */
+	if ((len <= ps / 2 ||
+	     atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed) == 1) &&
+	    short_enter(w, len))
 		return resv_merge_give(w, len, iov, iovcnt, w->last_head, w->last_pg,
 				       w->last_len);
 	if (up__unlikely(w->armed))

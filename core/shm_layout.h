@@ -46,7 +46,9 @@
 #include <stdint.h>
 
 #define UP_SHM_MAGIC      0x455049504752554eull /* "NURGPIPE" little-endian */
-#define UP_SHM_VERSION    3u
+/* 4: the writers' lock's npoll and UP_ARMED_LINE_WLOCK (poll-mode writers
+ * wait on the lock word; a peer of version 3 would wake one of them). */
+#define UP_SHM_VERSION    4u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -123,7 +125,7 @@ struct up_shm_lock {
 	_Atomic uint32_t fenced;
 	/* Writers' lock only: poll-mode ends armed on word (ring.c,
 	 * wlock_poll_arm()); while not 0, a drop that finds the waiters bit
-	 * wakes every sleeper, not one. Was padding: older peers leave it 0. */
+	 * wakes every sleeper, not one. Padding before version 4. */
 	_Atomic uint32_t npoll;
 	/* CLOCK_MONOTONIC ns when the bias was marked UP_BIAS_REVOKE; for a
 	 * taker that cannot fence (ring.c, UP_BIAS_GRACE_NS). Written only by

@@ -198,7 +198,7 @@ int up__ring_consume(struct up_end *r, size_t n);
 void up__ring_end_closing(struct up_end *e);
 void up__ring_wake_all(struct up_end *e, struct up_shm_wait *wl);
 void up__ring_init(struct up_pipe *p);
-int up__ring_arm(struct up_end *e, _Atomic uint32_t **word, uint32_t *expect);
+int up__ring_arm(struct up_end *e, bool locks, _Atomic uint32_t **word, uint32_t *expect);
 int up__ring_poll_arm(struct up_end *e);
 void up__ring_disarm(struct up_end *e);
 
@@ -227,6 +227,8 @@ void up__pool_init(struct up_pipe *p);
 /* peer.c: dead-peer detection. */
 int up__peers_reap(struct up_end *e);
 bool up__lock_owner_gone(struct up_end *e, uint32_t owner);
+/* @role: UP_END_READER, UP_END_WRITER, or UP_PEERS_ANY (every peer). */
+#define UP_PEERS_ANY 0xffffffffu
 int up__peers_watch(struct up_end *e, uint32_t role);
 void up__peers_forget(struct up_end *e);
 

@@ -262,10 +262,11 @@ UP_API int up_stats(const struct up_pipe *p, struct up_stats *st);
  * dry never arms, so it stays free of system calls. Exclusive on end.
  * A writer's -EAGAIN can also mean that another writer holds the writers'
  * lock, over its open small reservation (up_reserve) say: arming then
- * waits for that writer to let go (or die). Known limit: where
- * membarrier(2) is refused to this process, a writer joining a lone writer
- * that holds a reservation open finds arming return 1 until that commit.
- * Commit small reservations promptly.
+ * waits for that writer to let go (or die), as a blocking writer would,
+ * the last reader leaving included (the retry after it gives -EPIPE).
+ * Known limit: where membarrier(2) is refused to this process, a writer
+ * joining a lone writer that holds a reservation open finds arming return
+ * 1 until that commit. Commit small reservations promptly.
  */
 UP_API int up_pollfd(struct up_end *e);
 UP_API int up_poll_arm(struct up_end *e);

@@ -294,6 +294,36 @@ static void short_way_keeps_the_rules(void)
 	up_pipe_release(p);
 }
 
+/* A writer has joined but not yet taken the bias back: the owner's
+ * reservation over half a page takes a page of its own, as with several
+ * writers, and does not hold the lock across its fill; half a page or less
+ * still merges. */
+static void joined_writer_keeps_big_reservations_apart(void)
+{
+	const size_t ps = UP_DEFAULT_PAGE_SIZE;
+	struct up_pipe *p;
+	struct up_end *r, *w1, *w2;
+	struct iovec iov[4];
+	int cnt = 4;
+
+	need_membarrier();
+	p = pipe_rw(&r, &w1);
+	CHECK_EQ(up_write(w1, "x", 1), 1);
+	CHECK(w1->last_ok);
+	CHECK_OK(up_open(p, UP_WR, &w2));
+	CHECK_EQ(up_reserve(w1, ps / 2 + 1, iov, &cnt), (ssize_t)(ps / 2 + 1));
+	CHECK(!w1->resv_merge);
+	CHECK_OK(up_commit(w1, 0));
+	cnt = 4;
+	CHECK_EQ(up_reserve(w1, ps / 2, iov, &cnt), (ssize_t)(ps / 2));
+	CHECK(w1->resv_merge);
+	CHECK_OK(up_commit(w1, 0));
+	up_close(w2);
+	up_close(w1);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 /* The owner holds a small reservation (merged into the last page, inside
  * the critical section): a non-blocking second writer gets -EAGAIN, then
  * goes through once the owner commits, after the committed bytes. */
@@ -882,6 +912,7 @@ int main(int argc, char **argv)
 	RUN(former_owner_does_not_wait_for_a_reservation);
 	RUN(merge_commit_checks_its_room);
 	RUN(short_way_keeps_the_rules);
+	RUN(joined_writer_keeps_big_reservations_apart);
 	RUN(owner_close_clears_a_mark);
 	RUN(owner_dead_inside_is_passed);
 	RUN(unfenced_writer_passes_an_idle_owner);

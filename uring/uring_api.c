@@ -15,7 +15,10 @@ int up_uring_prep_poll(struct up_end *e, struct io_uring_sqe *sqe)
 
 	if (!e || !sqe)
 		return -EINVAL;
-	r = up__ring_arm(e, &word, &expect);
+	/* Not on the writers' lock (locks false): its disarm could not know
+	 * when this ring's wait is gone, and nothing here watches a holder's
+	 * process. A writer held up by another's lock gets 1 (try again). */
+	r = up__ring_arm(e, false, &word, &expect);
 	if (r != 0)
 		return r;
 	/* The endpoint is announced (wake.h): a waker that makes progress

@@ -40,7 +40,9 @@ extern "C" {
  * sleeper until the next call on it), 1 when progress is possible now (the
  * SQE is left untouched: fill it with something else or a NOP), -EINVAL,
  * -EPROTO. Any CQE result (0, -EAGAIN, -ECANCELED) just means "retry the
- * call". Exclusive on end; never enters the kernel.
+ * call". A writer held up by another writer's lock gets 1 here (up_poll_arm
+ * waits for that lock; this mode does not), so a retry loop goes round
+ * until that writer lets go. Exclusive on end; never enters the kernel.
  */
 UP_API int up_uring_prep_poll(struct up_end *e, struct io_uring_sqe *sqe);
 

@@ -639,7 +639,8 @@ static int bias_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *ex
  * hands back the word and the value to wait on. The holder's drop sees
  * the bit and, npoll being non-zero, wakes every sleeper on the word (see
  * lock_drop(); tests/model/lock.pml, -DPOLLER). A holder that dies is seen
- * through the writers' pidfds (up__ring_poll_arm()).
+ * through the peers' pidfds that the poll ring watches (up__ring_poll_arm());
+ * one already dead makes the arm return 1.
  *
  * A lock biased to another writer is waited for on that owner's busy word
  * instead (bias_poll_arm()). Returns 0 armed (*word, *expect), 1 when the
@@ -1241,8 +1242,9 @@ void up__ring_init(struct up_pipe *p)
  * perf put about two thirds of merge_open()'s samples on it.
  *
  * The copy is good from a publish made under the bias until the bias is
- * lost (wlock_bias_enter() failing, wlock_take_slow(), wlock_unbias()):
- * another writer can publish only after taking the bias back. A peer that
+ * lost, which this end learns in wlock_bias_enter() (failing) or gives up
+ * in wlock_unbias(); both clear last_ok, so last_ok implies biased.
+ * Another writer can publish only after taking the bias back. A peer that
  * rewrites the slot meanwhile breaks the protocol; what we then store is
  * still a page index we own and a len within the page, which readers check
  * like any other.
@@ -1347,17 +1349,6 @@ static int try_merge(struct up_end *w, struct iov_cur *c, size_t n)
 	return 1;
 }
 
-/*
- * up_write()'s short way: the lone writer appends @len bytes (not 0) to the
- * last page, which it knows has room without looking at the segment (see
- * last_keep()). The general path does the same through try_merge(), after
- * an iovec cursor, a reservation check and a loop. Measured with 100-byte
- * writes (docs/DESIGN-NOTES.md): 11-12 ns a write against 18-19 with one
- * thread writing and then reading, a median of 26 ns against 37 with the
- * reader on the other vCPU. Returns @len when done, or 0: the general path takes
- * the write and finds whatever stopped this one (an error, no room, a
- * reservation to end, the bias taken back).
- */
 /* The short way's way in: true with the writers' lock held (through the
  * bias) when @len bytes fit the room left in the last page and nothing asks
  * for the general path. */
@@ -1374,6 +1365,17 @@ static bool short_enter(struct up_end *w, size_t len)
 	return wlock_bias_enter(w);
 }
 
+/*
+ * up_write()'s short way: the lone writer appends @len bytes (not 0) to the
+ * last page, which it knows has room without looking at the segment (see
+ * last_keep()). The general path does the same through try_merge(), after
+ * an iovec cursor, a reservation check and a loop. Measured with 100-byte
+ * writes (docs/DESIGN-NOTES.md): 11-12 ns a write against 18-19 with one
+ * thread writing and then reading, a median of 26 ns against 37 with the
+ * reader on the other vCPU. Returns @len when done, or 0: the general path
+ * takes the write and finds whatever stopped this one (an error, no room,
+ * a reservation to end, the bias taken back).
+ */
 size_t up__ring_write_small(struct up_end *w, const void *buf, size_t len)
 {
 	struct up_pipe *p = w->p;
@@ -1621,6 +1623,22 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 	return r;
 }
 
+/* Holding the writers' lock: hand out the @len bytes after @have in page @pg
+ * of slot @head - 1 as the reservation. */
+static ssize_t resv_merge_give(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt,
+			       uint32_t head, uint32_t pg, uint32_t have)
+{
+	iov[0].iov_base = page_ptr(w->p, pg) + have;
+	iov[0].iov_len = len;
+	*iovcnt = 1;
+	w->resv_merge = true;
+	w->resv_bytes = len;
+	w->resv_head = head;
+	w->resv_pg = pg;
+	w->resv_len = have;
+	return (ssize_t)len;
+}
+
 /*
  * A small reservation: hand out the room at the end of the last live page,
  * as try_merge() would fill it, and keep the writers' lock until commit
@@ -1642,22 +1660,6 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
  * Returns the bytes reserved, 0 when the room is too small, -EAGAIN when
  * @try found the lock busy, or an error.
  */
-/* Holding the writers' lock: hand out the @len bytes after @have in page @pg
- * of slot @head - 1 as the reservation. */
-static ssize_t resv_merge_give(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt,
-			       uint32_t head, uint32_t pg, uint32_t have)
-{
-	iov[0].iov_base = page_ptr(w->p, pg) + have;
-	iov[0].iov_len = len;
-	*iovcnt = 1;
-	w->resv_merge = true;
-	w->resv_bytes = len;
-	w->resv_head = head;
-	w->resv_pg = pg;
-	w->resv_len = have;
-	return (ssize_t)len;
-}
-
 static ssize_t reserve_merge(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt,
 			     bool try)
 {

@@ -577,6 +577,154 @@ static void blocked_writer_is_not_left_behind_a_poller(void)
 	up_pipe_release(p);
 }
 
+/*
+ * Poll-mode writers under contention: three non-blocking writers driven by
+ * up_poll_arm + poll(2), each alternating up_write with small reserve+commit
+ * records, beside a blocking writer, into a small pipe that one reader
+ * drains. They wait on pages, on each other's lock word and on commits. A
+ * lost wake shows as a poll(2) that reaches its 10 s deadline; the reader
+ * checks every record (writer, sequence, contents) in order per writer.
+ */
+#define PW_WRITERS 4 /* writer 0 blocks, 1..3 are in poll mode */
+#define PW_RECORDS 20000
+
+struct pw_writer {
+	struct up_end *w;
+	int id;
+	int armed, on_lock, stalls;
+};
+
+static void pw_record(unsigned char *b, int id, uint32_t seq, size_t *len)
+{
+	size_t n = 8 + (seq * 7 + (uint32_t)id * 13) % 57;
+
+	b[0] = (unsigned char)id;
+	b[1] = (unsigned char)n;
+	memcpy(b + 2, &seq, 4);
+	for (size_t i = 6; i < n; i++)
+		b[i] = (unsigned char)(id * 31 + seq + i);
+	*len = n;
+}
+
+/* Non-blocking call returned -EAGAIN: arm and wait for the fd. */
+static void pw_wait(struct pw_writer *pw, int fd)
+{
+	int r = up_poll_arm(pw->w);
+
+	CHECK(r == 0 || r == 1);
+	if (r == 1)
+		return;
+	pw->armed++;
+	if (pw->w->armed_on != UP_ARMED_ON_LINE)
+		pw->on_lock++;
+	if (!wait_fd(fd, 10000))
+		pw->stalls++;
+}
+
+static void *pw_main(void *arg)
+{
+	struct pw_writer *pw = arg;
+	int fd = pw->id ? up_pollfd(pw->w) : -1;
+	unsigned char rec[64];
+
+	for (uint32_t seq = 0; seq < PW_RECORDS && pw->stalls == 0; seq++) {
+		size_t n;
+
+		pw_record(rec, pw->id, seq, &n);
+		if (pw->id == 0 || (seq & 1)) {
+			ssize_t r;
+
+			while ((r = up_write(pw->w, rec, n)) == -EAGAIN)
+				pw_wait(pw, fd);
+			CHECK_EQ(r, (ssize_t)n);
+		} else {
+			struct iovec iov[2];
+			int cnt = 2, c;
+			ssize_t r;
+
+			while ((r = up_reserve(pw->w, n, iov, &cnt)) == -EAGAIN) {
+				pw_wait(pw, fd);
+				cnt = 2;
+			}
+			CHECK_EQ(r, (ssize_t)n);
+			CHECK_EQ(cnt, 1);
+			memcpy(iov[0].iov_base, rec, n);
+			/* Now and then hold the reservation (and with it, often,
+			 * the writers' lock) across a yield, so that the others
+			 * find the lock held. */
+			if ((seq & 6) == 0)
+				sched_yield();
+			while ((c = up_commit(pw->w, n)) == -EAGAIN)
+				pw_wait(pw, fd);
+			CHECK_OK(c);
+		}
+	}
+	CHECK_OK(up_close(pw->w));
+	return NULL;
+}
+
+static void poll_writers_under_contention(void)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+	struct up_end *r;
+	struct pw_writer pw[PW_WRITERS];
+	pthread_t th[PW_WRITERS];
+	uint32_t next[PW_WRITERS] = { 0 };
+	static unsigned char buf[1 << 16];
+	unsigned char exp[64];
+	size_t have = 0;
+	int armed = 0, on_lock = 0;
+	ssize_t n;
+
+	up_config_init(&cfg);
+	cfg.capacity = 16 * 1024;
+	cfg.page_size = 4096;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	for (int i = 0; i < PW_WRITERS; i++) {
+		pw[i].id = i;
+		pw[i].armed = pw[i].on_lock = pw[i].stalls = 0;
+		CHECK_OK(up_open(p, UP_WR | (i ? UP_NONBLOCK : 0), &pw[i].w));
+		if (i)
+			(void)pollfd_or_skip(pw[i].w);
+	}
+	for (int i = 0; i < PW_WRITERS; i++)
+		CHECK_EQ(pthread_create(&th[i], NULL, pw_main, &pw[i]), 0);
+	while ((n = up_read(r, buf + have, sizeof(buf) - have)) > 0) {
+		size_t off = 0;
+
+		have += (size_t)n;
+		while (have - off >= 2 && have - off >= buf[off + 1]) {
+			int id = buf[off];
+			size_t len;
+
+			CHECK(id < PW_WRITERS);
+			pw_record(exp, id, next[id], &len);
+			CHECK_EQ(buf[off + 1], len);
+			CHECK(memcmp(buf + off, exp, len) == 0);
+			next[id]++;
+			off += len;
+		}
+		memmove(buf, buf + off, have - off);
+		have -= off;
+	}
+	CHECK_EQ(n, 0);
+	CHECK_EQ(have, 0);
+	for (int i = 0; i < PW_WRITERS; i++) {
+		CHECK_EQ(pthread_join(th[i], NULL), 0);
+		CHECK_EQ(pw[i].stalls, 0);
+		CHECK_EQ(next[i], PW_RECORDS);
+		armed += pw[i].armed;
+		on_lock += pw[i].on_lock;
+	}
+	CHECK_EQ(atomic_load(&p->ln->wlock.npoll), 0);
+	printf("# %d records from each of %d writers; poll-mode writers armed %d times,"
+	       " %d of them on another writer's lock\n", PW_RECORDS, PW_WRITERS, armed, on_lock);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 static void writer_wakes_on_dead_reader_process(void)
 {
 	struct up_config cfg;
@@ -702,6 +850,7 @@ int main(int argc, char **argv)
 	RUN(poll_writer_waits_for_a_bias_owner);
 	RUN(no_reader_left_is_not_waited_for);
 	RUN(arm_passes_a_dead_holder);
+	RUN(poll_writers_under_contention);
 	RUN(dead_armed_reader_is_taken_off_the_line);
 	RUN(reader_wakes_on_eof);
 	RUN(writer_wakes_on_room);

@@ -576,22 +576,6 @@ static struct up_shm_wait *end_line(struct up_end *e)
 	return (e->flags & UP_RD) ? &e->p->ln->rd_wait : &e->p->ln->wr_wait;
 }
 
-/* A writer: is the writers' lock word held, or biased, by another end?
- * (A hint.) */
-static bool wlock_held_by_other(struct up_end *w)
-{
-	struct up_shm_lock *l = &w->p->ln->wlock;
-	uint32_t owner;
-
-	if (!(w->flags & UP_WR))
-		return false;
-	/* Relaxed: a hint; wlock_poll_arm() decides with seq_cst loads. */
-	owner = atomic_load_explicit(&l->word, memory_order_relaxed) & ~UP_LOCK_WAITERS;
-	if (owner == 0)
-		owner = atomic_load_explicit(&l->bias, memory_order_relaxed) & ~UP_BIAS_REVOKE;
-	return owner != 0 && owner != w->lock_id;
-}
-
 /*
  * The lock biased to another writer, which is inside (a reservation held
  * open, say): a non-blocking take marked the bias UP_BIAS_REVOKE, fenced the
@@ -652,10 +636,11 @@ static int wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *e
 	struct up_shm_lock *l = &p->ln->wlock;
 	uint32_t cur, owner;
 
-	if (!wlock_held_by_other(w))
-		return 1;
-	if ((atomic_load_explicit(&l->word, memory_order_seq_cst) & ~UP_LOCK_WAITERS) == 0)
+	owner = atomic_load_explicit(&l->word, memory_order_seq_cst) & ~UP_LOCK_WAITERS;
+	if (owner == 0)
 		return bias_poll_arm(w, word, expect);
+	if (owner == w->lock_id)
+		return 1;
 	/* npoll before the bit: a drop that takes our bit sees the count. */
 	atomic_fetch_add_explicit(&l->npoll, 1, memory_order_seq_cst);
 	cur = atomic_load_explicit(&l->word, memory_order_seq_cst);
@@ -1259,15 +1244,14 @@ static inline void last_keep(struct up_end *w, uint32_t head, uint32_t pg, uint3
 
 /*
  * Under the writers' lock: the last live slot, its len and its page, from
- * the lone writer's copy when it has one and @mine allows. Returns 0, or
- * -EPROTO (the caller drops the lock) when they are out of range.
+ * the lone writer's copy when it has one. Returns 0, or -EPROTO (the caller
+ * drops the lock) when they are out of range.
  */
-static int last_slot(struct up_end *w, bool mine, struct up_shm_slot **sp, uint32_t *lenp,
-		     uint32_t *pgp)
+static int last_slot(struct up_end *w, struct up_shm_slot **sp, uint32_t *lenp, uint32_t *pgp)
 {
 	struct up_pipe *p = w->p;
 
-	if (mine && w->last_ok) {
+	if (w->last_ok) {
 		*sp = slot_at(p, w->last_head - 1);
 		*lenp = w->last_len;
 		*pgp = w->last_pg;
@@ -1308,7 +1292,7 @@ static int merge_open(struct up_end *w, size_t n, struct up_shm_slot **sp, uint3
 	r = try ? wlock_try(w) : wlock_take(w);
 	if (r < 0)
 		return r;
-	if (last_slot(w, true, sp, lenp, pgp) < 0) {
+	if (last_slot(w, sp, lenp, pgp) < 0) {
 		wlock_drop(w);
 		return proto_error(p);
 	}
@@ -1356,8 +1340,9 @@ static bool short_enter(struct up_end *w, size_t len)
 {
 	struct up_pipe *p = w->p;
 
+	/* resv_bytes covers a merge reservation too (resv_merge_give()). */
 	if (!w->last_ok || len > p->g.page_size - w->last_len || w->armed ||
-	    w->resv_bytes != 0 || w->resv_merge || is_broken(p))
+	    w->resv_bytes != 0 || is_broken(p))
 		return false;
 	/* seq_cst: as in up__ring_write() (the EPIPE edge). */
 	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
@@ -1700,7 +1685,7 @@ static int commit_merge(struct up_end *w, size_t n)
 			return proto_error(p);
 		}
 		have = w->resv_len;
-	} else if (last_slot(w, false, &s, &have, &pg) < 0 || p->g.page_size - have < n ||
+	} else if (last_slot(w, &s, &have, &pg) < 0 || p->g.page_size - have < n ||
 	    atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed) != w->resv_head ||
 	    pg != w->resv_pg || have != w->resv_len) {
 		wlock_drop(w);

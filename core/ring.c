@@ -219,6 +219,33 @@ static void cur_copy_to(struct iov_cur *c, const unsigned char *src, size_t n)
 	}
 }
 
+/*
+ * Copy @n bytes out as cur_copy_to() does, but from the last 64-byte block
+ * down to the first, so that the loads run downwards through the page (see
+ * read_locked() for why). A range that does not fit the caller's current
+ * iovec is copied upwards.
+ */
+static void cur_copy_down(struct iov_cur *c, const unsigned char *src, size_t n)
+{
+	unsigned char *d = (unsigned char *)c->iov[c->i].iov_base + c->off;
+	size_t i = n;
+
+	if (n > c->iov[c->i].iov_len - c->off) {
+		cur_copy_to(c, src, n);
+		return;
+	}
+	while (i >= 64) {
+		i -= 64;
+		memcpy(d + i, src + i, 64);
+	}
+	memcpy(d, src, i);
+	c->off += n;
+	if (c->off == c->iov[c->i].iov_len && c->i + 1 < c->cnt) {
+		c->i++;
+		c->off = 0;
+	}
+}
+
 static void cur_init(struct iov_cur *c, const struct iovec *iov, int cnt)
 {
 	c->iov = iov;
@@ -1844,6 +1871,32 @@ static int freed_flush(struct up_pipe *p, struct freed *f)
 }
 
 /*
+ * Which way a coalescing reader copies the page just below the writer's.
+ *
+ * The pool hands pages out in the order it got them back, and at first in
+ * address order, so the page a writer appends to is usually the next one in
+ * memory after the page the reader copies out. A copy that runs upwards
+ * trains the core's hardware prefetcher upwards too, and at the page's end
+ * it runs on into the writer's page: it takes lines the writer is storing
+ * to, and each costs the writer a fetch back from the reader's core. So the
+ * coalescing reader copies that one page downwards, from its last 64-byte
+ * block to its first, and the prefetcher runs into the page below it, which
+ * the reader emptied already. Other pages are copied upwards: a run of
+ * whole pages (64 KiB writes) is read fastest as one ascending stream.
+ *
+ * Measured (docs/DESIGN-NOTES.md; 1 writer + 1 reader, 100-byte writes,
+ * 1 MiB pipe, builds alternating for minutes, rounds grouped by the VM's
+ * phase): 23.8 ns a write against 27.0 in fast phases, 30.1 against 40.5
+ * in medium ones, 75 against 85 in slow ones. The same 64-byte loop run
+ * upwards was no faster than memcpy(): the direction is the gain. Pages
+ * handed out in descending order, or shuffled, gained as much for 100-byte
+ * writes but cost 64 KiB writes 60%.
+ */
+#ifndef UP_READ_DOWN
+#define UP_READ_DOWN 1
+#endif
+
+/*
  * Under the readers' lock: walk the live slots from tail, copying up to
  * @max bytes out through @c (or, with c == NULL, just consuming them),
  * retiring emptied slots and returning their pages. Returns the bytes taken
@@ -1894,7 +1947,9 @@ static ssize_t read_locked(struct up_end *rd, struct iov_cur *c, size_t max, boo
 			if (len > off) {
 				size_t k = len - off < max - got ? len - off : max - got;
 
-				if (c)
+				if (c && UP_READ_DOWN && whole && t + 2 == h)
+					cur_copy_down(c, page_ptr(p, pg) + off, k);
+				else if (c)
 					cur_copy_to(c, page_ptr(p, pg) + off, k);
 				off += (uint32_t)k;
 				got += k;

@@ -13,10 +13,13 @@
  * the latter, so its streak never grew and a zero-copy reader never
  * coalesced (half the copy path's speed at 100-byte writes). These checks
  * look at the streak itself: whether coalescing pays is for the benchmark.
+ * The last one checks the bytes of the page a coalescing reader copies
+ * downwards (read_locked(), UP_READ_DOWN).
  */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -165,6 +168,75 @@ static void a_sleep_ends_the_streak(void)
 	up_close(e[0]);
 }
 
+/* Byte @j of the @i-th 100-byte record: no two records look alike. */
+static unsigned char rec_byte(int i, int j)
+{
+	return (unsigned char)(i * 131 + j * 7 + (i >> 8));
+}
+
+/*
+ * A coalescing reader copies the page just below the writer's from its end
+ * down. Every byte must still land where an upward copy puts it: into one
+ * buffer, and across iovecs that split the page (copied upwards then). The
+ * iovecs lie apart, with guard bytes between them that must stay as they
+ * were.
+ */
+static void down_copy_keeps_every_byte(void)
+{
+	static const size_t split[][3] = { { 8192, 0, 0 }, { 37, 1000, 8192 } };
+	enum { GAP = 64, GUARD = 0xa5 };
+
+	for (size_t v = 0; v < sizeof(split) / sizeof(split[0]); v++) {
+		static unsigned char mem[3 * GAP + 8192 + 1000 + 37];
+		unsigned char got[8192 + 1000 + 37];
+		struct iovec iov[3];
+		struct up_end *e[2];
+		unsigned char msg[100];
+		size_t ps, first, at = GAP, n = 0;
+		int cnt = 0, i, nrec;
+
+		CHECK_OK(up_pipe2(e, NULL));
+		ps = up_page_size(up_end_pipe(e[0]));
+		read_rounds(e, UP_STREAK_MIN);
+		CHECK_EQ(e[0]->streak, UP_STREAK_MIN);
+		/* Fill the rest of the first page and start a second one. */
+		first = UP_STREAK_MIN * sizeof(msg);
+		nrec = (int)((ps - first) / sizeof(msg)) + 1;
+		for (i = 0; i < nrec; i++) {
+			for (int j = 0; j < (int)sizeof(msg); j++)
+				msg[j] = rec_byte(i, j);
+			CHECK_EQ(up_write(e[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
+		}
+		memset(mem, GUARD, sizeof(mem));
+		for (int x = 0; x < 3 && split[v][x]; x++) {
+			iov[x].iov_base = mem + at;
+			iov[x].iov_len = split[v][x];
+			at += split[v][x] + GAP;
+			cnt++;
+		}
+		/* Whole pages only: the first page, not the record in the
+		 * second (which shows the read coalesced). */
+		CHECK_EQ(up_readv(e[0], iov, cnt), (ssize_t)((nrec - 1) * sizeof(msg)));
+		/* The bytes, gathered from the iovecs; the guards, untouched. */
+		for (int x = 0; x < cnt; x++) {
+			memcpy(got + n, iov[x].iov_base, iov[x].iov_len);
+			n += iov[x].iov_len;
+			for (size_t g = 1; g <= GAP; g++)
+				CHECK_EQ(((unsigned char *)iov[x].iov_base)[-(ptrdiff_t)g], GUARD);
+		}
+		for (i = 0; i < nrec - 1; i++)
+			for (int j = 0; j < (int)sizeof(msg); j++)
+				CHECK_EQ(got[i * sizeof(msg) + (size_t)j], rec_byte(i, j));
+		for (size_t g = (size_t)(nrec - 1) * sizeof(msg); g < n; g++)
+			CHECK_EQ(got[g], GUARD); /* beyond what was read */
+		CHECK_EQ(up_read(e[0], got, sizeof(got)), (ssize_t)sizeof(msg));
+		for (int j = 0; j < (int)sizeof(msg); j++)
+			CHECK_EQ(got[j], rec_byte(nrec - 1, j));
+		up_close(e[1]);
+		up_close(e[0]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -172,5 +244,6 @@ int main(int argc, char **argv)
 	RUN(read_builds_a_streak);
 	RUN(peek_builds_a_streak);
 	RUN(a_sleep_ends_the_streak);
+	RUN(down_copy_keeps_every_byte);
 	return 0;
 }

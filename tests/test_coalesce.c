@@ -168,73 +168,122 @@ static void a_sleep_ends_the_streak(void)
 	up_close(e[0]);
 }
 
-/* Byte @j of the @i-th 100-byte record: no two records look alike. */
+/* Byte @j of the @i-th record: no two records look alike. */
 static unsigned char rec_byte(int i, int j)
 {
 	return (unsigned char)(i * 131 + j * 7 + (i >> 8));
 }
 
+enum { PAGE = 4096, GAP = 64, GUARD = 0xa5, REC_MAX = 100, NREC_MAX = 3 * PAGE / 64 };
+
+struct down_case {
+	size_t rec;      /* record size */
+	int behind;      /* whole pages written past the first before reading */
+	size_t iov[3];   /* the caller's iovecs (0: fewer) */
+};
+
+static void down_copy_case(const struct down_case *dc)
+{
+	static unsigned char mem[3 * GAP + 3 * PAGE];
+	static unsigned char want[3 * PAGE], got[3 * PAGE];
+	struct up_config cfg;
+	struct iovec iov[3];
+	struct up_end *e[2];
+	unsigned char msg[REC_MAX];
+	size_t fill, whole = 0, total = 0, at = GAP, room = 0, n = 0;
+	int cnt = 0, pages = 1, nrec = 0;
+	ssize_t r;
+
+	up_config_init(&cfg);
+	cfg.page_size = PAGE;
+	CHECK_OK(up_pipe2(e, &cfg));
+	CHECK_EQ(up_page_size(up_end_pipe(e[0])), PAGE);
+	read_rounds(e, UP_STREAK_MIN);
+	CHECK_EQ(e[0]->streak, UP_STREAK_MIN);
+	/* Records fill the first page (after the streak's bytes) and
+	 * dc->behind more; the one that starts the page after them stays in
+	 * the writer's page. A write that does not fit a page's room starts
+	 * the next page. */
+	fill = UP_STREAK_MIN * 100;
+	for (;;) {
+		CHECK(nrec < NREC_MAX);
+		if (fill + dc->rec > PAGE) {
+			if (pages == dc->behind + 1)
+				whole = total;
+			pages++;
+			fill = 0;
+		}
+		for (int j = 0; j < (int)dc->rec; j++)
+			msg[j] = want[total + (size_t)j] = rec_byte(nrec, j);
+		CHECK_EQ(up_write(e[1], msg, dc->rec), (ssize_t)dc->rec);
+		fill += dc->rec;
+		total += dc->rec;
+		nrec++;
+		if (pages == dc->behind + 2)
+			break;
+	}
+	memset(mem, GUARD, sizeof(mem));
+	for (int x = 0; x < 3 && dc->iov[x]; x++) {
+		iov[x].iov_base = mem + at;
+		iov[x].iov_len = dc->iov[x];
+		at += dc->iov[x] + GAP;
+		room += dc->iov[x];
+		cnt++;
+	}
+	CHECK(at <= sizeof(mem));
+	/* Whole pages only (not the record in the writer's page, which shows
+	 * the read coalesced), as much as the iovecs hold. */
+	r = up_readv(e[0], iov, cnt);
+	CHECK_EQ(r, (ssize_t)(whole < room ? whole : room));
+	for (int x = 0; x < cnt; x++) {
+		size_t k = (size_t)r - n < iov[x].iov_len ? (size_t)r - n : iov[x].iov_len;
+
+		memcpy(got + n, iov[x].iov_base, k);
+		/* Untouched: the guard before each iovec and what the read did
+		 * not fill. */
+		for (size_t g = 1; g <= GAP; g++)
+			CHECK_EQ(((unsigned char *)iov[x].iov_base)[-(ptrdiff_t)g], GUARD);
+		for (size_t g = k; g < iov[x].iov_len; g++)
+			CHECK_EQ(((unsigned char *)iov[x].iov_base)[g], GUARD);
+		n += k;
+	}
+	CHECK_EQ(n, (size_t)r);
+	/* The rest, however later reads split it. */
+	while (n < total) {
+		r = up_read(e[0], got + n, total - n);
+		CHECK(r > 0);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	CHECK(memcmp(got, want, total) == 0);
+	up_close(e[1]);
+	up_close(e[0]);
+}
+
 /*
- * A coalescing reader copies the page just below the writer's from its end
- * down. Every byte must still land where an upward copy puts it: into one
- * buffer, and across iovecs that split the page (copied upwards then). The
- * iovecs lie apart, with guard bytes between them that must stay as they
- * were.
+ * A coalescing reader copies the page just below the writer's downwards
+ * (read_locked(), UP_READ_DOWN). Every byte must still land where an
+ * upward copy puts it, with nothing written outside the caller's iovecs,
+ * which lie apart with guard bytes between them: a range of a multiple of
+ * 64 bytes and one that is not, one shorter than a block (the caller's
+ * buffer is that small), one split across iovecs (copied upwards then),
+ * and with the reader pages behind, so that the page is copied into an
+ * iovec that earlier pages partly filled.
  */
 static void down_copy_keeps_every_byte(void)
 {
-	static const size_t split[][3] = { { 8192, 0, 0 }, { 37, 1000, 8192 } };
-	enum { GAP = 64, GUARD = 0xa5 };
+	static const struct down_case cases[] = {
+		{ 100, 0, { 3 * PAGE, 0, 0 } },    /* 3600 bytes */
+		{ 64, 0, { 3 * PAGE, 0, 0 } },     /* 3648 bytes, 57 blocks */
+		{ 100, 0, { 40, 0, 0 } },          /* less than a block */
+		{ 100, 0, { 37, 1000, 2 * PAGE } },/* split */
+		{ 100, 2, { 3 * PAGE, 0, 0 } },    /* behind: up, up, down */
+		{ 64, 1, { 1000, 2 * PAGE, 0 } },  /* behind and split */
+	};
 
-	for (size_t v = 0; v < sizeof(split) / sizeof(split[0]); v++) {
-		static unsigned char mem[3 * GAP + 8192 + 1000 + 37];
-		unsigned char got[8192 + 1000 + 37];
-		struct iovec iov[3];
-		struct up_end *e[2];
-		unsigned char msg[100];
-		size_t ps, first, at = GAP, n = 0;
-		int cnt = 0, i, nrec;
-
-		CHECK_OK(up_pipe2(e, NULL));
-		ps = up_page_size(up_end_pipe(e[0]));
-		read_rounds(e, UP_STREAK_MIN);
-		CHECK_EQ(e[0]->streak, UP_STREAK_MIN);
-		/* Fill the rest of the first page and start a second one. */
-		first = UP_STREAK_MIN * sizeof(msg);
-		nrec = (int)((ps - first) / sizeof(msg)) + 1;
-		for (i = 0; i < nrec; i++) {
-			for (int j = 0; j < (int)sizeof(msg); j++)
-				msg[j] = rec_byte(i, j);
-			CHECK_EQ(up_write(e[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
-		}
-		memset(mem, GUARD, sizeof(mem));
-		for (int x = 0; x < 3 && split[v][x]; x++) {
-			iov[x].iov_base = mem + at;
-			iov[x].iov_len = split[v][x];
-			at += split[v][x] + GAP;
-			cnt++;
-		}
-		/* Whole pages only: the first page, not the record in the
-		 * second (which shows the read coalesced). */
-		CHECK_EQ(up_readv(e[0], iov, cnt), (ssize_t)((nrec - 1) * sizeof(msg)));
-		/* The bytes, gathered from the iovecs; the guards, untouched. */
-		for (int x = 0; x < cnt; x++) {
-			memcpy(got + n, iov[x].iov_base, iov[x].iov_len);
-			n += iov[x].iov_len;
-			for (size_t g = 1; g <= GAP; g++)
-				CHECK_EQ(((unsigned char *)iov[x].iov_base)[-(ptrdiff_t)g], GUARD);
-		}
-		for (i = 0; i < nrec - 1; i++)
-			for (int j = 0; j < (int)sizeof(msg); j++)
-				CHECK_EQ(got[i * sizeof(msg) + (size_t)j], rec_byte(i, j));
-		for (size_t g = (size_t)(nrec - 1) * sizeof(msg); g < n; g++)
-			CHECK_EQ(got[g], GUARD); /* beyond what was read */
-		CHECK_EQ(up_read(e[0], got, sizeof(got)), (ssize_t)sizeof(msg));
-		for (int j = 0; j < (int)sizeof(msg); j++)
-			CHECK_EQ(got[j], rec_byte(nrec - 1, j));
-		up_close(e[1]);
-		up_close(e[0]);
-	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		down_copy_case(&cases[i]);
 }
 
 int main(int argc, char **argv)

@@ -56,11 +56,14 @@ uint32_t up__pool_free(struct up_pipe *p)
 }
 
 /*
- * Take up to @want free pages in one batch. Returns how many were taken
- * (0 when the pool is empty), or -EPROTO when the shared counters or an
- * entry are out of range. Any thread; several writers may race (CAS).
+ * Take up to @want free pages in one batch, leaving @leave free in the pool
+ * (writers leave the spare pages, shm_layout.h; the trim leaves none).
+ * Returns how many were taken (0 when no more than @leave are free), or
+ * -EPROTO when the shared counters or an entry are out of range. Any
+ * thread; several writers may race (CAS).
  */
-int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t tag)
+int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t leave,
+		  uint32_t tag)
 {
 	uint32_t get, put, n, i, stale = 0;
 
@@ -83,10 +86,11 @@ int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t ta
 			get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
 			continue;
 		}
+		if (n <= leave)
+			return 0;
+		n -= leave;
 		if (n > want)
 			n = want;
-		if (n == 0)
-			return 0;
 		/*
 		 * Read the entries BEFORE claiming them. Once get moves past
 		 * them, other writers can take the pages after, readers can

@@ -157,7 +157,7 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 	e->p = p;
 	e->flags = flags;
 	e->spin_ns = UP_SPIN_INIT_NS;
-	e->take_batch = p->g.page_count / 16;
+	e->take_batch = (p->g.page_count - p->g.spare_pages) / 16;
 	if (e->take_batch > 16)
 		e->take_batch = 16;
 	if (e->take_batch == 0)
@@ -465,7 +465,7 @@ struct up_pipe *up_end_pipe(const struct up_end *e)
 
 size_t up_capacity(const struct up_pipe *p)
 {
-	return p ? (size_t)p->g.page_count * p->g.page_size : 0;
+	return p ? (size_t)(p->g.page_count - p->g.spare_pages) * p->g.page_size : 0;
 }
 
 size_t up_page_size(const struct up_pipe *p)

@@ -315,7 +315,7 @@ static void wake_writers(struct up_end *rd, bool drained)
 	/* The pool put (seq_cst) came before: this is the handshake's load. */
 	if (atomic_load_explicit(&p->ln->wr_wait.nwait, memory_order_seq_cst) == 0)
 		return;
-	if (!drained && up__pool_free(p) < p->g.page_count / 4)
+	if (!drained && up__pool_free(p) < p->g.spare_pages + (p->g.page_count - p->g.spare_pages) / 4)
 		return;
 	wake_line(rd, &p->ln->wr_wait, UP_WAKE_ALL);
 }
@@ -357,7 +357,7 @@ static void pool_trim(struct up_end *rd)
 
 		if (want > UP_END_CACHE_MAX)
 			want = UP_END_CACHE_MAX;
-		n = up__pool_take(p, pages, want, rd->tag);
+		n = up__pool_take(p, pages, want, 0, rd->tag);
 		if (n <= 0)
 			break;
 		r = up__pages_punch(p, pages, (uint32_t)n, &sc);
@@ -440,7 +440,9 @@ static int rd_ready(struct up_end *r)
 	return 0;
 }
 
-/* Writable: a free page in the pool, or no reader left, or broken. */
+/* Writable: a free page in the pool beyond the spare ones, or no reader
+ * left, or broken. Counters that do not add up count as writable: the take
+ * that follows finds them out. */
 static int wr_ready(struct up_end *w)
 {
 	struct up_pipe *p = w->p;
@@ -452,7 +454,7 @@ static int wr_ready(struct up_end *w)
 		return 1;
 	put = atomic_load_explicit(&p->ln->pput.put, memory_order_seq_cst);
 	get = atomic_load_explicit(&p->ln->pget.get, memory_order_seq_cst);
-	if (put != get)
+	if (put - get > p->g.spare_pages)
 		return 1;
 	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
 		return 1;
@@ -1473,7 +1475,7 @@ static int cache_fill(struct up_end *w, uint32_t want)
 		want = w->take_batch;
 	if (want - have > UP_END_CACHE_MAX - w->ncache)
 		want = UP_END_CACHE_MAX - w->ncache + have;
-	r = up__pool_take(w->p, w->cache + w->ncache, want - have, w->tag);
+	r = up__pool_take(w->p, w->cache + w->ncache, want - have, w->p->g.spare_pages, w->tag);
 	if (r < 0)
 		return proto_error(w->p);
 	w->ncache += (uint32_t)r;

@@ -48,7 +48,7 @@
 #define UP_SHM_MAGIC      0x455049504752554eull /* "NURGPIPE" little-endian */
 /* 4: the writers' lock's npoll and UP_ARMED_LINE_WLOCK (poll-mode writers
  * wait on the lock word; a peer of version 3 would wake one of them). */
-#define UP_SHM_VERSION    4u
+#define UP_SHM_VERSION    5u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -72,8 +72,13 @@ struct up_shm_hdr {
 	uint32_t keep_pages; /* free pages kept resident; the rest is trimmed */
 	uint32_t trim_ms;    /* at most one trim per this many ms per end */
 	uint64_t off_ends, off_slots, off_pool, off_pages;
+	/* Pages of the pool beyond the capacity: writers leave this many free
+	 * pages in the pool, so at most page_count - spare_pages are ever in
+	 * use, while the pool's FIFO order goes round all of them. */
+	uint32_t spare_pages;
+	uint32_t resv_;      /* 0 */
 	uint64_t checksum;   /* FNV-1a 64 of the bytes before this field */
-	uint8_t  pad_[2 * UP_CACHELINE - 96];
+	uint8_t  pad_[2 * UP_CACHELINE - 104];
 };
 
 struct up_shm_state {
@@ -218,7 +223,7 @@ struct up_shm_lines {
 };
 
 static_assert(sizeof(struct up_shm_hdr) == (size_t)2 * UP_CACHELINE, "header is two lines");
-static_assert(offsetof(struct up_shm_hdr, checksum) == 88, "checksum offset");
+static_assert(offsetof(struct up_shm_hdr, checksum) == 96, "checksum offset");
 static_assert(sizeof(struct up_shm_state) == UP_CACHELINE, "line");
 static_assert(offsetof(struct up_shm_lines, prod) % UP_CACHELINE == 0, "prod on its line");
 static_assert(offsetof(struct up_shm_lines, cons) - offsetof(struct up_shm_lines, prod) ==

@@ -53,6 +53,7 @@ struct up__geom {
 	uint32_t max_ends;
 	uint32_t flags;
 	uint32_t keep_pages;  /* free pages kept resident (pool trim) */
+	uint32_t spare_pages; /* pool pages beyond the capacity (shm_layout.h) */
 	uint64_t trim_ns;     /* minimum time between two trims of one end */
 	struct up_shm_offsets off;
 };
@@ -203,7 +204,8 @@ int up__ring_poll_arm(struct up_end *e);
 void up__ring_disarm(struct up_end *e);
 
 /* pagepool.c: the free-page ring; batch take (writers) and put (readers). */
-int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t tag);
+int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t leave,
+		  uint32_t tag);
 int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n);
 void up__pages_untag(struct up_pipe *p, const uint32_t *pages, uint32_t n);
 uint32_t up__pages_orphaned(struct up_pipe *p, uint32_t *pages, uint32_t max);

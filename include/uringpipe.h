@@ -62,6 +62,7 @@ struct up_end;  /* one reader or writer endpoint; one thread at a time */
 
 #define UP_DEFAULT_CAPACITY  (1u << 20)
 #define UP_DEFAULT_PAGE_SIZE 4096u
+#define UP_DEFAULT_POOL_MIN  ((size_t)2 << 20)
 
 struct up_config {
 	uint32_t size;      /* sizeof(struct up_config): lets the struct grow */
@@ -75,6 +76,15 @@ struct up_config {
 	 * (1/8 of the capacity, at least 64 KiB); >= capacity = never trim. */
 	size_t   pool_keep;
 	uint32_t trim_ms;   /* 0 = default (100 ms) */
+	/* Since 0.1: the pool's pages, in bytes, at the least. Pages come
+	 * round again in FIFO order, and a pool larger than the capacity
+	 * makes a streaming writer find its pages' lines gone from the
+	 * reader's cache: faster small writes, for more memory while
+	 * streaming (an idle pipe trims it). The pool never exceeds twice
+	 * the capacity, a capacity under pool_min / 4 gets no spare pages,
+	 * and the pipe still holds no more than the capacity. 0 = default
+	 * (2 MiB); a value no larger than the capacity adds nothing. */
+	size_t   pool_min;
 };
 
 /*

@@ -93,7 +93,8 @@ static const struct field hdr_fields[] = {
 	HF(magic, 1),      HF(version, 1),    HF(hdr_size, 1),   HF(seg_size, 1),
 	HF(page_size, 1),  HF(page_count, 1), HF(slot_count, 1), HF(max_ends, 1),
 	HF(flags, 1),      HF(numa_node, 0),  HF(off_ends, 1),   HF(off_slots, 1),
-	HF(off_pool, 1),   HF(off_pages, 1),  HF(checksum, 1),
+	HF(off_pool, 1),   HF(off_pages, 1),  HF(spare_pages, 0), HF(resv_, 1),
+	HF(checksum, 1),
 };
 #define N_FIELDS (sizeof(hdr_fields) / sizeof(hdr_fields[0]))
 

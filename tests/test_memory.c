@@ -10,6 +10,7 @@
  * the writer's page batch. The main thread polls mincore until that holds or
  * a deadline passes: the deadline is a failure bound, not synchronisation.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +64,7 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void burst_then_idle(size_t keep)
+static void burst_then_idle(size_t cap, size_t keep)
 {
 	struct up_config cfg;
 	struct up_pipe *p;
@@ -75,7 +76,7 @@ static void burst_then_idle(size_t keep)
 	size_t peak, idle, floor_pages;
 
 	up_config_init(&cfg);
-	cfg.capacity = 64 * MIB;
+	cfg.capacity = cap;
 	cfg.pool_keep = keep;
 	cfg.trim_ms = 10;
 	CHECK_OK(up_pipe_create(&cfg, &p));
@@ -98,8 +99,8 @@ static void burst_then_idle(size_t keep)
 			break;
 		usleep(1000); /* polling a condition with a deadline */
 	} while (now_ms() < deadline);
-	printf("# keep %zu KiB: resident data pages after 1 GiB burst %zu (%zu KiB), idle %zu (%zu KiB), floor %zu\n",
-	       keep / 1024, peak, peak * p->g.page_size / 1024, idle,
+	printf("# capacity %zu KiB, keep %zu KiB: resident data pages after 1 GiB burst %zu (%zu KiB), idle %zu (%zu KiB), floor %zu\n",
+	       cap / 1024, keep / 1024, peak, peak * p->g.page_size / 1024, idle,
 	       idle * p->g.page_size / 1024, floor_pages);
 	CHECK(peak > floor_pages); /* the burst really used the pool */
 	CHECK(idle <= floor_pages);
@@ -116,12 +117,12 @@ static void burst_then_idle(size_t keep)
 
 static void default_keep(void)
 {
-	burst_then_idle(0); /* default: 1/8 of the capacity */
+	burst_then_idle(64 * MIB, 0); /* default: 1/8 of the capacity */
 }
 
 static void small_keep(void)
 {
-	burst_then_idle(256 * 1024);
+	burst_then_idle(64 * MIB, 256 * 1024);
 }
 
 static void never_trim(void)
@@ -137,10 +138,64 @@ static void never_trim(void)
 	up_pipe_release(p);
 }
 
+/*
+ * Pool pages beyond the capacity (core/shm.c, pool_spare()): how many, and
+ * that they add nothing to what the pipe holds.
+ */
+static void spare_pool(void)
+{
+	static const struct {
+		size_t cap, pool_min;
+		uint32_t pages, spare;
+	} g[] = {
+		{ MIB, 0, 512, 256 },              /* default: a 2 MiB pool */
+		{ MIB, 1, 256, 0 },                /* asked for none */
+		{ MIB, 4 * MIB, 512, 256 },        /* at most twice the capacity */
+		{ 768 * 1024, 0, 384, 192 },       /* twice: short of 2 MiB */
+		{ 4 * MIB, 0, 1024, 0 },           /* over 2 MiB already */
+		{ 256 * 1024, 0, 64, 0 },          /* under a quarter of 2 MiB */
+	};
+	static char chunk[4096];
+
+	for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++) {
+		struct up_config cfg;
+		struct up_end *e[2];
+		struct up_pipe *p;
+		size_t held = 0;
+		ssize_t n;
+
+		up_config_init(&cfg);
+		cfg.capacity = g[i].cap;
+		cfg.pool_min = g[i].pool_min;
+		CHECK_OK(up_pipe2(e, &cfg));
+		p = up_end_pipe(e[0]);
+		CHECK_EQ(p->g.page_count, g[i].pages);
+		CHECK_EQ(p->g.spare_pages, g[i].spare);
+		CHECK_EQ(up_capacity(p), g[i].cap);
+		/* A non-blocking writer fills the capacity, not the pool. */
+		CHECK_OK(up_close(e[1]));
+		CHECK_OK(up_open(p, UP_WR | UP_NONBLOCK, &e[1]));
+		while ((n = up_write(e[1], chunk, sizeof(chunk))) > 0)
+			held += (size_t)n;
+		CHECK_EQ(n, -EAGAIN);
+		CHECK_EQ(held, g[i].cap);
+		up_close(e[1]);
+		up_close(e[0]);
+	}
+}
+
+/* An idle 1 MiB pipe trims its spare pages with the rest. */
+static void spare_pool_trims(void)
+{
+	burst_then_idle(MIB, 0);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
 	harness_watchdog(120);
+	RUN(spare_pool);
+	RUN(spare_pool_trims);
 	RUN(never_trim);
 	RUN(small_keep);
 	RUN(default_keep);

@@ -300,7 +300,8 @@ void up__ring_wake_all(struct up_end *e, struct up_shm_wait *wl)
 
 /*
  * A reader returned pages: wake sleeping writers, with hysteresis. A writer
- * only sleeps when the pool is empty; waking it for every page a reader
+ * only sleeps when the pool has no page beyond the spare ones (shm_layout.h);
+ * waking it for every page a reader
  * frees would cost a sleep/wake round trip (~45 us here, BASELINES.md) per
  * page, so writers are woken once a quarter of the capacity is free, or
  * when the ring has just been drained (the reader will free nothing more
@@ -346,7 +347,9 @@ static void pool_trim(struct up_end *rd)
 	if (p->g.keep_pages >= p->g.page_count)
 		return;
 	free_pages = up__pool_free(p);
-	if (free_pages <= p->g.keep_pages)
+	/* Writers leave the spare pages free (shm_layout.h): beyond them is
+	 * what says the burst is over. */
+	if (free_pages <= p->g.keep_pages + p->g.spare_pages)
 		return;
 	now = now_ns();
 	if (now - rd->last_trim_ns < p->g.trim_ns)
@@ -357,7 +360,10 @@ static void pool_trim(struct up_end *rd)
 
 		if (want > UP_END_CACHE_MAX)
 			want = UP_END_CACHE_MAX;
-		n = up__pool_take(p, pages, want, 0, rd->tag);
+		/* Leave writers a page beyond the spare ones meanwhile: the
+		 * pool is FIFO, so the next round takes pages not yet punched,
+		 * and the loop still gets down to the keep-level. */
+		n = up__pool_take(p, pages, want, p->g.spare_pages + 1, rd->tag);
 		if (n <= 0)
 			break;
 		r = up__pages_punch(p, pages, (uint32_t)n, &sc);

@@ -113,6 +113,8 @@ static uint32_t pool_spare(const struct up_config *cfg, uint32_t pages, size_t p
 	size_t min = cfg->pool_min ? cfg->pool_min : UP_DEFAULT_POOL_MIN;
 	size_t want = min / ps;
 
+	if (want > UP_MAX_CAPACITY / ps)
+		want = UP_MAX_CAPACITY / ps;
 	if (want <= pages || (size_t)pages * 4 < want)
 		return 0;
 	return want - pages < pages ? (uint32_t)(want - pages) : pages;
@@ -158,7 +160,11 @@ int up__shm_create(const struct up_config *cfg, struct up_pipe **out)
 	h.max_ends = UP_SHM_MAX_ENDS;
 	h.flags = cfg->flags;
 	h.numa_node = cfg->numa_node;
-	h.keep_pages = (uint32_t)(keep / ps < pages + spare ? keep / ps : pages + spare);
+	/* pool_keep at or over the capacity: never trim, spare pages included. */
+	if (cfg->pool_keep >= cap || keep / ps >= pages + spare)
+		h.keep_pages = pages + spare;
+	else
+		h.keep_pages = (uint32_t)(keep / ps);
 	h.trim_ms = cfg->trim_ms ? cfg->trim_ms : UP_DEFAULT_TRIM_MS;
 	h.off_ends = o.ends;
 	h.off_slots = o.slots;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_memory.c - the memory floor: after a burst, an idle pipe's resident
- * data pages fall back to the pool's keep-level (issue 5).
+ * data pages fall back to the pool's keep-level (issue 5), spare pool pages
+ * included; and the spare pages themselves (core/shm.c, pool_spare()).
  *
  * 1 GiB goes through a 64 MiB pipe; then the writer stays idle while the
  * reader blocks in up_read(). A reader about to sleep trims the pool, so the
@@ -136,6 +137,13 @@ static void never_trim(void)
 	CHECK_OK(up_pipe_create(&cfg, &p));
 	CHECK_EQ(p->g.keep_pages, p->g.page_count);
 	up_pipe_release(p);
+	/* With spare pages too: the capacity is enough to keep them all. */
+	cfg.capacity = MIB;
+	cfg.pool_keep = MIB;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	CHECK(p->g.spare_pages > 0);
+	CHECK_EQ(p->g.keep_pages, p->g.page_count);
+	up_pipe_release(p);
 }
 
 /*
@@ -184,6 +192,49 @@ static void spare_pool(void)
 	}
 }
 
+/*
+ * The header's spare_pages as another process attaching sees it: the
+ * writers must be left at least two pages. Rewritten in the memfd, with
+ * the checksum recomputed, as a hostile peer could.
+ */
+static void spare_pool_attach(void)
+{
+	struct up_pipe *p, *q;
+	struct up_shm_hdr h;
+	uint32_t orig;
+	int fd;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	fd = up_pipe_fd(p);
+	CHECK_EQ(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	orig = h.spare_pages;
+	CHECK(orig > 0);
+	for (uint32_t spare = h.page_count + 1; spare >= h.page_count - 3; spare--) {
+		h.spare_pages = spare;
+		h.checksum = up__shm_hdr_sum(&h);
+		CHECK_EQ(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+		if (spare > h.page_count - UP_MIN_PAGES) {
+			CHECK_EQ(up_pipe_attach(fd, &q), -EPROTO);
+			continue;
+		}
+		CHECK_OK(up_pipe_attach(fd, &q));
+		CHECK_EQ(up_capacity(q), (size_t)(h.page_count - spare) * h.page_size);
+		up_pipe_release(q);
+	}
+	h.spare_pages = orig;
+	h.resv_ = 1;
+	h.checksum = up__shm_hdr_sum(&h);
+	CHECK_EQ(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	CHECK_EQ(up_pipe_attach(fd, &q), -EPROTO);
+	h.resv_ = 0;
+	h.checksum = up__shm_hdr_sum(&h);
+	CHECK_EQ(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	CHECK_OK(up_pipe_attach(fd, &q));
+	CHECK_EQ(up_capacity(q), (size_t)MIB);
+	up_pipe_release(q);
+	up_pipe_release(p);
+}
+
 /* An idle 1 MiB pipe trims its spare pages with the rest. */
 static void spare_pool_trims(void)
 {
@@ -195,6 +246,7 @@ int main(int argc, char **argv)
 	harness_init(argc, argv);
 	harness_watchdog(120);
 	RUN(spare_pool);
+	RUN(spare_pool_attach);
 	RUN(spare_pool_trims);
 	RUN(never_trim);
 	RUN(small_keep);

@@ -57,7 +57,7 @@ uint32_t up__pool_free(struct up_pipe *p)
 
 /*
  * Take up to @want free pages in one batch, leaving @leave free in the pool
- * (writers leave the spare pages, shm_layout.h; the trim leaves none).
+ * (writers leave the spare pages, shm_layout.h; the trim one more).
  * Returns how many were taken (0 when no more than @leave are free), or
  * -EPROTO when the shared counters or an entry are out of range. Any
  * thread; several writers may race (CAS).

@@ -301,9 +301,9 @@ void up__ring_wake_all(struct up_end *e, struct up_shm_wait *wl)
 /*
  * A reader returned pages: wake sleeping writers, with hysteresis. A writer
  * only sleeps when the pool has no page beyond the spare ones (shm_layout.h);
- * waking it for every page a reader
- * frees would cost a sleep/wake round trip (~45 us here, BASELINES.md) per
- * page, so writers are woken once a quarter of the capacity is free, or
+ * waking it for every page a reader frees would cost a sleep/wake round
+ * trip (~45 us here, BASELINES.md) per page, so writers are woken once a
+ * quarter of the capacity is free beyond the spare pages, or
  * when the ring has just been drained (the reader will free nothing more
  * until more is written). A writer whose wake was held back still re-checks
  * at the end of its sleep slice, so a reader that stops reading with less
@@ -316,7 +316,8 @@ static void wake_writers(struct up_end *rd, bool drained)
 	/* The pool put (seq_cst) came before: this is the handshake's load. */
 	if (atomic_load_explicit(&p->ln->wr_wait.nwait, memory_order_seq_cst) == 0)
 		return;
-	if (!drained && up__pool_free(p) < p->g.spare_pages + (p->g.page_count - p->g.spare_pages) / 4)
+	if (!drained &&
+	    up__pool_free(p) < p->g.spare_pages + (p->g.page_count - p->g.spare_pages) / 4)
 		return;
 	wake_line(rd, &p->ln->wr_wait, UP_WAKE_ALL);
 }

@@ -47,7 +47,9 @@
 
 #define UP_SHM_MAGIC      0x455049504752554eull /* "NURGPIPE" little-endian */
 /* 4: the writers' lock's npoll and UP_ARMED_LINE_WLOCK (poll-mode writers
- * wait on the lock word; a peer of version 3 would wake one of them). */
+ * wait on the lock word; a peer of version 3 would wake one of them).
+ * 5: spare_pages in the header (a peer of version 4 would take the spare
+ * pages and hold more than the capacity). */
 #define UP_SHM_VERSION    5u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u

@@ -79,8 +79,9 @@ struct up_config {
 	/* Since 0.1: the pool's pages, in bytes, at the least. Pages come
 	 * round again in FIFO order, and a pool larger than the capacity
 	 * makes a streaming writer find its pages' lines gone from the
-	 * reader's cache: faster small writes, for more memory while
-	 * streaming (an idle pipe trims it). The pool never exceeds twice
+	 * reader's cache: faster small writes, for more memory (the pool is
+	 * faulted in when the pipe is made; a blocking reader that idles
+	 * trims it, see pool_keep). The pool never exceeds twice
 	 * the capacity, a capacity under pool_min / 4 gets no spare pages,
 	 * and the pipe still holds no more than the capacity. 0 = default
 	 * (2 MiB); a value no larger than the capacity adds nothing. */
@@ -285,7 +286,8 @@ UP_API int up_poll_arm(struct up_end *e);
  * reference). Any thread. */
 UP_API struct up_pipe *up_end_pipe(const struct up_end *e);
 
-/* up_capacity - the pipe's capacity in bytes (whole pages). Any thread. */
+/* up_capacity - the pipe's capacity in bytes (whole pages): what it holds
+ * at most, not the size of its page pool (see pool_min). Any thread. */
 UP_API size_t up_capacity(const struct up_pipe *p);
 
 /* up_page_size - bytes per ring page. Any thread. */

@@ -28,10 +28,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "uringpipe.h"
 
 #if defined(__GNUC__)
 #define HARNESS_UNUSED __attribute__((unused))
@@ -135,6 +138,25 @@ static HARNESS_UNUSED char harness_tid_state(pid_t tid)
 	buf[n] = 0;
 	p = strrchr(buf, ')');
 	return (p && p[1] == ' ') ? p[2] : 0;
+}
+
+/* A thread that makes one up_write() of the string @buf, having published
+ * its thread id first, so that a test can see it asleep in the kernel
+ * (harness_tid_state()) before it acts. */
+struct harness_writer {
+	struct up_end *w;
+	const char *buf;
+	_Atomic pid_t tid;
+	ssize_t res;
+};
+
+static HARNESS_UNUSED void *harness_writer_main(void *arg)
+{
+	struct harness_writer *hw = arg;
+
+	atomic_store(&hw->tid, (pid_t)syscall(SYS_gettid));
+	hw->res = up_write(hw->w, hw->buf, strlen(hw->buf));
+	return NULL;
 }
 
 static HARNESS_UNUSED void harness_watchdog(unsigned seconds)

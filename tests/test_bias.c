@@ -374,28 +374,13 @@ static void second_writer_waits_for_reservation(void)
 	up_pipe_release(p);
 }
 
-struct late_writer {
-	struct up_end *w;
-	_Atomic pid_t tid;
-	ssize_t r;
-};
-
-static void *late_write(void *arg)
-{
-	struct late_writer *lw = arg;
-
-	atomic_store(&lw->tid, (pid_t)syscall(SYS_gettid));
-	lw->r = up_write(lw->w, "late", 4);
-	return NULL;
-}
-
 /* The same with a blocking second writer: it sleeps on the owner's busy
  * word, and the owner, leaving with the mark set, wakes it. */
 static void blocking_second_writer_is_woken_at_commit(void)
 {
 	struct up_pipe *p;
 	struct up_end *r, *w1;
-	struct late_writer lw = { 0 };
+	struct harness_writer lw = { .buf = "late" };
 	struct iovec iov[2];
 	int cnt = 2;
 	pthread_t t;
@@ -409,7 +394,7 @@ static void blocking_second_writer_is_woken_at_commit(void)
 	CHECK_EQ(up_reserve(w1, 90, iov, &cnt), 90);
 	CHECK_EQ(busy_of(p, w1), UP_BUSY_IN);
 	CHECK_OK(up_open(p, UP_WR, &lw.w));
-	CHECK(pthread_create(&t, NULL, late_write, &lw) == 0);
+	CHECK(pthread_create(&t, NULL, harness_writer_main, &lw) == 0);
 	/* Wait until it is asleep in the kernel, on our busy word. */
 	while ((tid = atomic_load(&lw.tid)) == 0 || harness_tid_state(tid) != 'S')
 		sched_yield();
@@ -419,7 +404,7 @@ static void blocking_second_writer_is_woken_at_commit(void)
 	CHECK_OK(up_commit(w1, 90));
 	CHECK_EQ(atomic_load(&w1->c.wakes), wakes + 1); /* the owner woke it */
 	CHECK(pthread_join(t, NULL) == 0);
-	CHECK_EQ(lw.r, 4);
+	CHECK_EQ(lw.res, 4);
 	CHECK(atomic_load(&lw.w->c.waits) >= 1);
 	read_exactly(r, buf, sizeof(buf));
 	CHECK(memcmp(buf + 100, "late", 4) == 0);

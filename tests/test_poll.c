@@ -194,27 +194,22 @@ static void armed_reader_does_not_swallow_a_wake(void)
 	up_pipe_release(p);
 }
 
-/* A process that dies armed (never disarms) is taken off the wait line
- * when it is reaped; otherwise every later data wake went to all. */
-static void dead_armed_reader_is_taken_off_the_line(void)
+/* In a child process: attach @p, open an end of @role in poll mode, arm it
+ * (a writer first finds the lock held: -EAGAIN), and exit without ever
+ * disarming. Returns once the child has exited 0. */
+static void arm_in_child_and_die(struct up_pipe *p, int role)
 {
-	struct up_pipe *p;
-	struct up_end *r, *w;
-	pid_t pid;
+	pid_t pid = fork();
 	int status;
 
-	CHECK_OK(up_pipe_create(NULL, &p));
-	CHECK_OK(up_open(p, UP_RD, &r));
-	CHECK_OK(up_open(p, UP_WR, &w));
-	(void)pollfd_or_skip(r); /* skips where poll mode is not supported */
-	pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		struct up_pipe *q;
 		struct up_end *a;
 
 		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 ||
-		    up_open(q, UP_RD | UP_NONBLOCK, &a) < 0 || up_pollfd(a) < 0 ||
+		    up_open(q, role | UP_NONBLOCK, &a) < 0 || up_pollfd(a) < 0 ||
+		    (role == UP_WR && up_write(a, "abc", 3) != -EAGAIN) ||
 		    up_poll_arm(a) != 0)
 			_exit(1);
 		_exit(0); /* armed, for good */
@@ -222,6 +217,20 @@ static void dead_armed_reader_is_taken_off_the_line(void)
 	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	CHECK(WIFEXITED(status));
 	CHECK_EQ(WEXITSTATUS(status), 0);
+}
+
+/* A process that dies armed (never disarms) is taken off the wait line
+ * when it is reaped; otherwise every later data wake went to all. */
+static void dead_armed_reader_is_taken_off_the_line(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR, &w));
+	(void)pollfd_or_skip(r); /* skips where poll mode is not supported */
+	arm_in_child_and_die(p, UP_RD);
 	CHECK_EQ(atomic_load(&p->ln->rd_wait.npoll), 1);
 	CHECK_EQ(atomic_load(&p->ln->rd_wait.nwait), 1);
 	CHECK_EQ(up__peers_reap(r), 1);
@@ -372,27 +381,11 @@ static void dead_armed_writer_is_taken_off_the_lock(void)
 	struct up_pipe *p;
 	struct up_end *r, *w1, *w2;
 	struct iovec iov;
-	pid_t pid;
-	int status;
 
 	p = held_by_reservation(&r, &w1, &w2, &iov);
 	(void)pollfd_or_skip(w2);
 	up_close(w2);
-	pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		struct up_pipe *q;
-		struct up_end *a;
-
-		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 ||
-		    up_open(q, UP_WR | UP_NONBLOCK, &a) < 0 || up_pollfd(a) < 0 ||
-		    up_write(a, "abc", 3) != -EAGAIN || up_poll_arm(a) != 0)
-			_exit(1);
-		_exit(0); /* armed on the lock, for good */
-	}
-	CHECK_EQ(waitpid(pid, &status, 0), pid);
-	CHECK(WIFEXITED(status));
-	CHECK_EQ(WEXITSTATUS(status), 0);
+	arm_in_child_and_die(p, UP_WR);
 	CHECK_EQ(atomic_load(&p->ln->wlock.npoll), 1);
 	CHECK_EQ(up__peers_reap(r), 1);
 	CHECK_EQ(atomic_load(&p->ln->wlock.npoll), 0);
@@ -515,21 +508,6 @@ static void arm_passes_a_dead_holder(void)
 	up_pipe_release(p);
 }
 
-struct lock_sleeper {
-	struct up_end *w;
-	_Atomic pid_t tid;
-	ssize_t res;
-};
-
-static void *lock_sleeper_main(void *arg)
-{
-	struct lock_sleeper *s = arg;
-
-	atomic_store(&s->tid, (pid_t)syscall(SYS_gettid));
-	s->res = up_write(s->w, "def", 3);
-	return NULL;
-}
-
 /* With a poll-mode writer armed on the lock word ahead of a blocked writer,
  * the drop wakes both: a wake for one went to the poller (first in the
  * futex queue), and the blocked writer slept until its slice ended. */
@@ -537,7 +515,7 @@ static void blocked_writer_is_not_left_behind_a_poller(void)
 {
 	struct up_pipe *p;
 	struct up_end *r, *w1, *w2, *w3;
-	struct lock_sleeper s = { 0 };
+	struct harness_writer s = { .buf = "def" };
 	struct iovec iov;
 	uint64_t timeouts;
 	pthread_t th;
@@ -550,7 +528,7 @@ static void blocked_writer_is_not_left_behind_a_poller(void)
 	CHECK_EQ(up_write(w2, "abc", 3), -EAGAIN);
 	CHECK_EQ(up_poll_arm(w2), 0);
 	s.w = w3;
-	CHECK_EQ(pthread_create(&th, NULL, lock_sleeper_main, &s), 0);
+	CHECK_EQ(pthread_create(&th, NULL, harness_writer_main, &s), 0);
 	{
 		double until = harness_now() + 10;
 

@@ -16,7 +16,7 @@
  *    dropped, which turns into end of stream or -EPIPE through the ordinary
  *    sleep handshake.
  *
- * A lock whose holder died is taken over by the next taker (ring.c): the
+ * A lock whose holder died is taken over by the next taker (lock.c): the
  * ring is published by single stores (head, a slot's len, the readers'
  * position word), so a holder that died mid-way left nothing half-visible.
  *
@@ -31,7 +31,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "up_int.h"
+#include "ring.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -143,8 +143,8 @@ int up__peers_reap(struct up_end *e)
 	up__count(&e->c.syscalls, sc);
 	if (reaped) {
 		/* Both sides may be asleep on a condition the counts decide. */
-		up__ring_wake_all(e, &p->ln->rd_wait);
-		up__ring_wake_all(e, &p->ln->wr_wait);
+		up__wake_all(e, &p->ln->rd_wait);
+		up__wake_all(e, &p->ln->wr_wait);
 	}
 	return reaped;
 }

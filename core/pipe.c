@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "up_int.h"
+#include "wlock.h"
 
 #define UP_IOV_MAX 1024
 
@@ -86,11 +86,27 @@ void up_pipe_release(struct up_pipe *p)
 	up__pipe_put(p);
 }
 
-void up__mark_broken(struct up_pipe *p)
+/* An endpoint is closing: give back what it holds (a peek's lock, a
+ * reservation, the bias, pages taken but never published). Never blocks. */
+static void end_release(struct up_end *e)
 {
-	/* Relaxed: a flag others read as a hint, each then fails on its own
-	 * validation. */
-	atomic_store_explicit(&p->ln->state.broken, 1, memory_order_relaxed);
+	struct up_pipe *p = e->p;
+
+	up__ring_disarm(e);
+	if (e->flags & UP_RD) {
+		up__peek_let_go(e);
+		return;
+	}
+	up__resv_cancel(e);
+	up__wlock_unbias(e);
+	/* If the readers' lock stays busy (a live peer sitting on it, or a
+	 * forged holder), the pages stay tagged and a later sweep returns
+	 * them once this end is gone. */
+	if (e->ncache && !up__is_broken(p))
+		up__pages_return(e, e->cache, e->ncache, true);
+	e->ncache = 0;
+	e->resv_pages = 0;
+	e->resv_bytes = 0;
 }
 
 /* Claim an entry of the segment's endpoint table. */
@@ -168,13 +184,6 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		goto err_free;
 	}
 	e->pid = getpid();
-	if (dir == UP_WR) {
-		/* UP_WRITER_BIAS=0: the plain writers' lock, for comparison
-		 * and for tests of that path (ring.c, "the writers' lock"). */
-		const char *v = getenv("UP_WRITER_BIAS");
-
-		e->bias_off = v && strcmp(v, "0") == 0;
-	}
 	r = end_slot_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, &e->idx, &st);
 	if (r == -EMFILE && up__peers_reap(e) > 0) {
 		/* Entries of processes that died without closing are reaped
@@ -228,7 +237,7 @@ int up_close(struct up_end *e)
 	if (!e)
 		return 0;
 	p = e->p;
-	up__ring_end_closing(e);
+	end_release(e);
 	count = (e->flags & UP_RD) ? &p->ln->state.readers : &p->ln->state.writers;
 	/* seq_cst: the progress store for sleepers waiting on EOF/EPIPE. A
 	 * count read as 0 by a hostile peer's doing cannot underflow ours. */
@@ -240,7 +249,7 @@ int up_close(struct up_end *e)
 		;
 	/* The other side sleeps on its own line: the last writer wakes the
 	 * readers (end of stream), the last reader wakes the writers (EPIPE). */
-	up__ring_wake_all(e, (e->flags & UP_RD) ? &p->ln->wr_wait : &p->ln->rd_wait);
+	up__wake_all(e, (e->flags & UP_RD) ? &p->ln->wr_wait : &p->ln->rd_wait);
 	end_slot_free(p, e->idx);
 
 	pthread_mutex_lock(&p->mu);

@@ -10,7 +10,7 @@
  * Attach trusts nothing: it checks the seals, the file size, and every header
  * field against the layout that the header's own geometry implies, then
  * copies the geometry into private memory. Later reads of the segment are
- * range-checked where they are used (ring.c, pagepool.c).
+ * range-checked where they are used (the data path, pagepool.c).
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -120,6 +120,24 @@ static uint32_t pool_spare(const struct up_config *cfg, uint32_t pages, size_t p
 	return want - pages < pages ? (uint32_t)(want - pages) : pages;
 }
 
+void up__mark_broken(struct up_pipe *p)
+{
+	/* relaxed: a flag others read as a hint, each then fails on its own
+	 * validation. */
+	atomic_store_explicit(&p->ln->state.broken, 1, memory_order_relaxed);
+}
+
+/* The empty ring. Slot head-1 looks full, so nothing merges into it
+ * (writer.c, up__last_slot()). */
+static void ring_init(struct up_pipe *p)
+{
+	/* relaxed: the segment is not shared yet. */
+	atomic_store_explicit(&p->ln->prod.head, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->ln->cons.pos, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->slots[UINT32_MAX & p->g.slot_mask].len, p->g.page_size,
+			      memory_order_relaxed);
+}
+
 int up__shm_create(const struct up_config *cfg, struct up_pipe **out)
 {
 	struct up_shm_offsets o;
@@ -207,7 +225,7 @@ int up__shm_create(const struct up_config *cfg, struct up_pipe **out)
 	geom_from_hdr(&p->g, &h, &o);
 	set_pointers(p);
 	memcpy(p->hdr, &h, sizeof(h));
-	up__ring_init(p);
+	ring_init(p);
 	up__pool_init(p);
 	p->numa_node = up__numa_node_of(p->base);
 	*out = p;

@@ -23,13 +23,6 @@
 #define up__unlikely(x) (x)
 #endif
 
-#ifdef NDEBUG
-#define up__assert(x) ((void)0)
-#else
-#include <assert.h>
-#define up__assert(x) assert(x)
-#endif
-
 static inline void up__cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -106,12 +99,12 @@ struct up_pipe {
 #define UP_ARMED_NONE     0
 #define UP_ARMED_POLL     1 /* up_poll_arm(): our poll ring waits */
 #define UP_ARMED_EXTERNAL 2 /* the caller's own ring waits (uringpipe/uring.h) */
-/* What an armed end waits on (ring.c, wlock_poll_arm()). */
+/* What an armed end waits on (wlock.c, up__wlock_poll_arm()). */
 #define UP_ARMED_ON_LINE  0 /* its side's wait line (nwait, npoll counted) */
 #define UP_ARMED_ON_WORD  1 /* the writers' lock word (wlock.npoll counted) */
 #define UP_ARMED_ON_BUSY  2 /* a bias owner's busy word (nothing counted) */
 /* Reads that drain the ring without waiting before a reader coalesces
- * (ring.c, coalesce()). */
+ * (reader.c, up__coalesce()). */
 #define UP_STREAK_MIN    4u
 #define UP_SPIN_INIT_NS  20000u /* first spin budget before sleeping */
 #define UP_SPIN_MIN_NS   10000u
@@ -142,12 +135,12 @@ struct up_end {
 	/* Where a merge reservation's room is: the slot's index, its page and
 	 * its len when reserved. Commit finds the same or fails (-EPROTO). */
 	uint32_t resv_head, resv_pg, resv_len;
-	/* Writer: the writers' lock is biased to this end (ring.c); bias_off
-	 * when UP_WRITER_BIAS=0 asked for the plain lock. */
+	/* Writer: the writers' lock is biased to this end (wlock.h); bias_off
+	 * keeps it from ever being biased (set by tests of the plain lock). */
 	bool biased;
 	bool bias_off;
 	/* Writer, while biased: the last live slot as this end published or
-	 * grew it (ring.c, "the lone writer's last slot"). */
+	 * grew it (writer.c, last_keep()). */
 	bool last_ok;
 	uint32_t last_head, last_len, last_pg;
 	uint32_t cache[UP_END_CACHE_MAX];
@@ -159,11 +152,11 @@ struct up_end {
 	/* Reader: holding the readers' lock between peek and consume. */
 	bool peek_locked;
 	/* Reader: consecutive reads that found small amounts without waiting
-	 * (a fast writer streaming small writes); see coalesce() in ring.c. */
+	 * (a fast writer streaming small writes); see reader.c. */
 	uint32_t streak;
 	uint32_t seen_head;   /* head when this end last read (coalescing) */
 	/* Writer: when it last published a page with room, and whether it
-	 * claims the next page's lines ahead (claim_next_page() in ring.c). */
+	 * claims the next page's lines ahead (writer.c, up__claim_next_page()). */
 	uint64_t part_ns;
 	bool claim;
 
@@ -179,16 +172,16 @@ struct up_end {
 	struct up_end *next, *prev;
 };
 
-/* shm.c */
+/* shm.c: the segment; a pipe found inconsistent is marked broken for good. */
 int up__shm_create(const struct up_config *cfg, struct up_pipe **out);
 int up__shm_attach(int fd, struct up_pipe **out);
 void up__shm_unmap(struct up_pipe *p);
+void up__mark_broken(struct up_pipe *p);
 
 /* pipe.c */
 void up__pipe_put(struct up_pipe *p);
-void up__mark_broken(struct up_pipe *p);
 
-/* ring.c: the data path; the only file that touches head/tail. */
+/* The data path's entry points (ring.h lists its files). */
 ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, size_t len);
 size_t up__ring_write_small(struct up_end *w, const void *buf, size_t len);
 ssize_t up__ring_read(struct up_end *r, const struct iovec *iov, int iovcnt, size_t len);
@@ -196,9 +189,6 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 int up__ring_commit(struct up_end *w, size_t n);
 ssize_t up__ring_peek(struct up_end *r, struct iovec *iov, int *iovcnt);
 int up__ring_consume(struct up_end *r, size_t n);
-void up__ring_end_closing(struct up_end *e);
-void up__ring_wake_all(struct up_end *e, struct up_shm_wait *wl);
-void up__ring_init(struct up_pipe *p);
 int up__ring_arm(struct up_end *e, bool locks, _Atomic uint32_t **word, uint32_t *expect);
 int up__ring_poll_arm(struct up_end *e);
 void up__ring_disarm(struct up_end *e);

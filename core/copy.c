@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * copy.c - copies through an iovec cursor (copy.h).
+ *
+ * Partial pages (small writes merged into the last page, which the reader
+ * will want from the cache soon) are copied with memcpy(); only whole pages
+ * take the streaming stores.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "copy.h"
+
+#ifdef UP_HAVE_NT_STORES
+static void copy_nt(unsigned char *dst, const unsigned char *src, size_t n)
+{
+	size_t head = (16u - ((uintptr_t)dst & 15u)) & 15u;
+
+	if (head > n)
+		head = n;
+	memcpy(dst, src, head);
+	dst += head;
+	src += head;
+	n -= head;
+	for (; n >= 64; n -= 64, dst += 64, src += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)src);
+		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + 32));
+		__m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + 48));
+
+		_mm_stream_si128((__m128i *)(void *)dst, a);
+		_mm_stream_si128((__m128i *)(void *)(dst + 16), b);
+		_mm_stream_si128((__m128i *)(void *)(dst + 32), c);
+		_mm_stream_si128((__m128i *)(void *)(dst + 48), d);
+	}
+	for (; n >= 16; n -= 16, dst += 16, src += 16)
+		_mm_stream_si128((__m128i *)(void *)dst,
+				 _mm_loadu_si128((const __m128i *)(const void *)src));
+	memcpy(dst, src, n);
+}
+#else
+static void copy_nt(unsigned char *dst, const unsigned char *src, size_t n)
+{
+	memcpy(dst, src, n);
+}
+#endif
+
+/* The cursor's current entry has @k more bytes behind it; step past a full
+ * entry (never past the last one, so a copy always finds its place). */
+static inline void cur_advance(struct up__cur *c, size_t k)
+{
+	c->off += k;
+	if (c->off == c->iov[c->i].iov_len && c->i + 1 < c->cnt) {
+		c->i++;
+		c->off = 0;
+	}
+}
+
+void up__cur_copy_in(struct up__cur *c, unsigned char *dst, size_t n, bool nt)
+{
+	while (n) {
+		size_t avail = c->iov[c->i].iov_len - c->off;
+		size_t k = n < avail ? n : avail;
+		const unsigned char *src = (const unsigned char *)c->iov[c->i].iov_base + c->off;
+
+		if (nt)
+			copy_nt(dst, src, k);
+		else
+			memcpy(dst, src, k);
+		dst += k;
+		n -= k;
+		cur_advance(c, k);
+	}
+}
+
+void up__cur_copy_out(struct up__cur *c, const unsigned char *src, size_t n)
+{
+	while (n) {
+		size_t avail = c->iov[c->i].iov_len - c->off;
+		size_t k = n < avail ? n : avail;
+
+		memcpy((unsigned char *)c->iov[c->i].iov_base + c->off, src, k);
+		src += k;
+		n -= k;
+		cur_advance(c, k);
+	}
+}
+
+/* In 64-byte blocks from the end down. A range that does not fit the
+ * caller's current iovec entry is copied upwards. */
+void up__cur_copy_out_down(struct up__cur *c, const unsigned char *src, size_t n)
+{
+	unsigned char *d;
+	size_t i = n;
+
+	if (n > c->iov[c->i].iov_len - c->off) {
+		up__cur_copy_out(c, src, n);
+		return;
+	}
+	d = (unsigned char *)c->iov[c->i].iov_base + c->off;
+	while (i >= 64) {
+		i -= 64;
+		/* Opaque to the optimiser, which would otherwise fold the loop
+		 * back into one upward memcpy(). */
+		__asm__("" : "+r"(i));
+		memcpy(d + i, src + i, 64);
+	}
+	memcpy(d, src, i);
+	cur_advance(c, n);
+}

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * peek.c - zero-copy reads: up_peek() hands out the readable spans in place
+ * and keeps the readers' lock, so the spans stay valid; up_consume()
+ * retires the first n bytes of them and lets the lock go.
+ *
+ * A peeking reader holds the readers' lock between the two calls, as a
+ * reader holds it across its copy; other readers wait meanwhile, writers do
+ * not.
+ */
+#include "ring.h"
+
+/*
+ * A reader lets go of a peek without consuming (up_consume(0), a refused
+ * up_consume, close): the writer's wake for one reader may have been the one
+ * that brought it here, so pass it on, or another reader sleeps with the
+ * data there for its whole slice. Not on the way into a new read or peek:
+ * this reader takes the data itself then.
+ */
+void up__peek_let_go(struct up_end *rd)
+{
+	if (!rd->peek_locked)
+		return;
+	up__peek_unlock(rd);
+	up__chain_wake(rd);
+}
+
+/* Under the readers' lock: the readable spans, without consuming. */
+static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bool whole)
+{
+	struct up_pipe *p = rd->p;
+	uint32_t t, h;
+	size_t got = 0;
+	int spans = 0;
+
+	/* relaxed: pos is written only under the readers' lock we hold. */
+	uint64_t pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
+	uint32_t off = up__pos_off(pos);
+
+	t = up__pos_tail(pos);
+	/* [head] acq: pairs with [head] rel in up__publish(). */
+	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
+	if (h - t > p->g.slot_count)
+		return up__proto_error(p);
+	rd->seen_head = h;
+	for (; t != h; t++, off = 0) {
+		struct up_shm_slot *s = up__slot_at(p, t);
+		uint32_t pg, len;
+		unsigned char *base;
+
+		/* Coalescing: leave the page the writer appends to alone. */
+		if (whole && got > 0 && t + 1 == h)
+			break;
+		/* relaxed: ordered by the [head] acquire above. */
+		pg = atomic_load_explicit(&s->page, memory_order_relaxed);
+		/* [len] acq: pairs with [len] rel in up__merge_close(). */
+		len = atomic_load_explicit(&s->len, memory_order_acquire);
+
+		if (pg >= p->g.page_count || len > p->g.page_size || off > len)
+			return up__proto_error(p);
+		if (len == off)
+			continue;
+		base = up__page_ptr(p, pg) + off;
+		if (spans > 0 && (unsigned char *)iov[spans - 1].iov_base +
+					 iov[spans - 1].iov_len == base) {
+			iov[spans - 1].iov_len += len - off;
+		} else {
+			if (spans == *iovcnt)
+				break;
+			iov[spans].iov_base = base;
+			iov[spans].iov_len = len - off;
+			spans++;
+		}
+		got += len - off;
+	}
+	*iovcnt = spans;
+	return (ssize_t)got;
+}
+
+ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
+{
+	struct up_pipe *p = rd->p;
+	bool waited = false, whole;
+	ssize_t n;
+	int r;
+
+	if (*iovcnt <= 0)
+		return -EINVAL;
+	if (up__unlikely(rd->armed))
+		up__ring_disarm(rd);
+	/* Only on a fresh peek: one that re-peeks under the held lock must not
+	 * stall the writer's page-boundary publishes. */
+	whole = !rd->peek_locked && up__coalesce(rd);
+	for (;;) {
+		uint32_t writers;
+		int cnt = *iovcnt;
+
+		if (up__is_broken(p)) {
+			up__peek_unlock(rd);
+			return -EPROTO;
+		}
+		/* [wait] sc: writers before the walk, as in up__ring_read();
+		 * pairs with [wait] sc in up_close(). */
+		writers = atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst);
+		if (!rd->peek_locked) {
+			r = up__lock_take(rd, &p->ln->rlock.word, rd->flags & UP_NONBLOCK);
+			if (r < 0)
+				return r;
+			rd->peek_locked = true;
+		}
+		n = peek_locked(rd, iov, &cnt, whole);
+		if (n != 0) {
+			if (n < 0) {
+				up__peek_unlock(rd);
+			} else {
+				/* Cut short when the caller's vector was not
+				 * filled (*iovcnt still holds its size). */
+				up__streak_note(rd, cnt == *iovcnt, waited);
+				*iovcnt = cnt;
+			}
+			return n;
+		}
+		up__peek_unlock(rd);
+		r = up__read_idle(rd, writers);
+		if (r <= 0) {
+			if (r == 0)
+				*iovcnt = 0;
+			return r;
+		}
+		waited = true;
+	}
+}
+
+/* Under the readers' lock: the bytes readable now, counted up to @n. */
+static ssize_t consume_avail(struct up_end *rd, size_t n)
+{
+	struct up_pipe *p = rd->p;
+	/* relaxed: pos is written only under the readers' lock we hold. */
+	uint64_t pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
+	uint32_t t = up__pos_tail(pos), off = up__pos_off(pos);
+	/* [head] acq: pairs with [head] rel in up__publish(). */
+	uint32_t h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
+	size_t avail = 0;
+
+	if (h - t > p->g.slot_count)
+		return up__proto_error(p);
+	for (; t != h && avail < n; t++, off = 0) {
+		/* [len] acq: pairs with [len] rel in up__merge_close(). */
+		uint32_t len = atomic_load_explicit(&up__slot_at(p, t)->len, memory_order_acquire);
+
+		if (len > p->g.page_size || off > len)
+			return up__proto_error(p);
+		avail += len - off;
+	}
+	return (ssize_t)avail;
+}
+
+int up__ring_consume(struct up_end *rd, size_t n)
+{
+	struct up_pipe *p = rd->p;
+	bool freed = false;
+	ssize_t avail;
+	int r;
+
+	if (!rd->peek_locked) {
+		r = up__lock_take(rd, &p->ln->rlock.word, rd->flags & UP_NONBLOCK);
+		if (r < 0)
+			return r;
+		rd->peek_locked = true;
+	}
+	if (n == 0) {
+		up__peek_let_go(rd);
+		return 0;
+	}
+	/* Count what is readable first: consume is all or nothing. */
+	avail = consume_avail(rd, n);
+	if (avail < 0) {
+		up__peek_unlock(rd);
+		return (int)avail;
+	}
+	if ((size_t)avail < n) {
+		up__peek_let_go(rd);
+		return -EINVAL;
+	}
+	avail = up__read_locked(rd, NULL, n, false, &freed);
+	up__peek_unlock(rd);
+	if (freed)
+		up__wake_writers(rd, false);
+	if (avail < 0)
+		return (int)avail;
+	up__chain_wake(rd);
+	up__count(&rd->c.bytes_read, (uint64_t)avail);
+	up__count(&rd->c.reads, 1);
+	return 0;
+}

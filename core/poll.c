@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * poll.c - poll mode: the sleep handshake with the sleeping left to the
+ * caller's event loop (up_pollfd(), up_poll_arm(), uringpipe/uring.h).
+ *
+ * An armed end is announced on its line exactly as a sleeper in
+ * up__wait_ready() is, and counted in the line's npoll too, so that wakers
+ * wake every sleeper while it is armed (wake.c says why). It stays announced
+ * until up__ring_disarm(), which every data call runs first.
+ */
+#include "wlock.h"
+
+/*
+ * Announce @e as a sleeper on its line, but return instead of sleeping. With
+ * @locks, a writer held up by another writer's lock waits for it
+ * (up__wlock_poll_arm()); the caller must then watch every peer process and
+ * cancel its wait before disarming. Returns 1 when progress is possible now
+ * (nothing armed), 0 with *word and *expect to wait on, or -EPROTO.
+ */
+int up__ring_arm(struct up_end *e, bool locks, _Atomic uint32_t **word, uint32_t *expect)
+{
+	int (*ready)(struct up_end *) = (e->flags & UP_RD) ? up__rd_ready : up__wr_ready;
+	struct up_shm_wait *wl = up__end_line(e);
+	uint32_t s;
+	int r;
+
+	up__ring_disarm(e);
+	r = ready(e);
+	/* Pages to write into, but maybe another writer's lock in the way:
+	 * wait for that instead of going round. Not when no reader is left
+	 * (the retry gives -EPIPE); a reader leaving while we wait does not end
+	 * the wait, as it does not wake a writer blocked on the lock either
+	 * (nor the kernel's, on pipe->mutex): the holder's commit does.
+	 * [wait] sc: the reader count as the handshake orders it; pairs with
+	 * [wait] sc in up_close(). */
+	if (r > 0 && locks && (e->flags & UP_WR) &&
+	    atomic_load_explicit(&e->p->ln->state.readers, memory_order_seq_cst) != 0)
+		return up__wlock_poll_arm(e, word, expect);
+	if (r != 0)
+		return r < 0 ? r : 1;
+	/* [wait] sc: as in up__wait_ready(): seq, clear pending, count
+	 * ourselves (npoll before nwait: a waker that counts us sees both),
+	 * re-check; pairs with [wait] sc in up__wake_line_slow(). */
+	s = atomic_load_explicit(&wl->seq, memory_order_seq_cst);
+	atomic_store_explicit(&wl->pending, 0, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&wl->npoll, 1, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&wl->nwait, 1, memory_order_seq_cst);
+	r = ready(e);
+	if (r != 0) {
+		/* [wait] sc: undo the announcement. */
+		atomic_fetch_sub_explicit(&wl->nwait, 1, memory_order_seq_cst);
+		atomic_fetch_sub_explicit(&wl->npoll, 1, memory_order_seq_cst);
+		return r < 0 ? r : 1;
+	}
+	up__announce_mark(e, up__line_id(e, wl) | UP_ARMED_LINE_POLL);
+	e->armed = UP_ARMED_EXTERNAL;
+	*word = &wl->seq;
+	*expect = s;
+	up__count(&e->c.waits, 1);
+	return 0;
+}
+
+/* up_poll_arm(): arm on this end's own poll ring, watching the peers. */
+int up__ring_poll_arm(struct up_end *e)
+{
+	_Atomic uint32_t *word;
+	uint64_t sc = 0;
+	uint32_t s, role;
+	int r;
+
+	if (!e->waker->ops->arm)
+		return -EOPNOTSUPP;
+	/* Outside the handshake: may enter the kernel (pidfd_open). A writer
+	 * may wait for readers (pages) or for another writer (its lock), so it
+	 * watches every peer. */
+	role = (e->flags & UP_RD) ? UP_END_WRITER : UP_PEERS_ANY;
+	if (up__peers_watch(e, role))
+		up__peers_reap(e);
+	r = up__ring_arm(e, true, &word, &s);
+	if (r != 0)
+		return r;
+	/* A peer that came (and so may be the lock's holder) since the list
+	 * was made, or one already gone: look again. */
+	if (up__peers_watch(e, role)) {
+		up__ring_disarm(e);
+		up__peers_reap(e);
+		return 1;
+	}
+	r = e->waker->ops->arm(e->waker, word, s, e->peer_pidfds, e->npeer, &sc);
+	up__count(&e->c.syscalls, sc);
+	if (r < 0) {
+		up__ring_disarm(e);
+		return r;
+	}
+	e->armed = UP_ARMED_POLL;
+	return 0;
+}
+
+void up__ring_disarm(struct up_end *e)
+{
+	uint64_t sc = 0;
+	int peer = 0, arm_on;
+
+	if (!e->armed)
+		return;
+	if (e->armed == UP_ARMED_POLL)
+		peer = e->waker->ops->disarm(e->waker, &sc);
+	e->armed = UP_ARMED_NONE;
+	up__announce_mark(e, UP_ARMED_LINE_NONE);
+	arm_on = e->armed_on;
+	e->armed_on = UP_ARMED_ON_LINE;
+	if (arm_on == UP_ARMED_ON_WORD) {
+		/* [lock-poll] sc: no longer a poller; pairs with [lock-poll] sc
+		 * in up__lock_wake(). */
+		atomic_fetch_sub_explicit(&e->p->ln->wlock.npoll, 1, memory_order_seq_cst);
+	} else if (arm_on == UP_ARMED_ON_LINE) {
+		/* [wait] sc: no longer announced; pairs with [wait] sc in
+		 * up__wake_line(). */
+		atomic_fetch_sub_explicit(&up__end_line(e)->nwait, 1, memory_order_seq_cst);
+		atomic_fetch_sub_explicit(&up__end_line(e)->npoll, 1, memory_order_seq_cst);
+	}
+	up__count(&e->c.syscalls, sc);
+	if (peer == 1)
+		up__peers_reap(e);
+}

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reader.c - the read path: under the readers' lock, copy out of the slots
+ * at tail, advance tail, and return the emptied pages to the pool in one
+ * batch; then wake writers waiting for pages.
+ *
+ * Read coalescing. A reader that keeps finding a few hundred bytes written
+ * by a writer on another core and copies them at once makes both cores
+ * trade the same cache lines (the last data line and the slot's len) after
+ * every write, and each such line costs the writer a cross-core miss inside
+ * its publish. So after UP_STREAK_MIN reads that drained the ring without
+ * waiting (the reader keeps up with a streaming writer), the reader waits
+ * for a whole page: it watches head, a line the writer stores to once per
+ * page, until a page is published past the one it left off in, for at most
+ * UP_COALESCE_NS, and then reads whole pages only, leaving the page the
+ * writer appends to alone. No program can tell this from a slightly slower
+ * writer: a read still returns whatever it finds, at least one byte, and
+ * blocks at most UP_COALESCE_NS longer.
+ *
+ * The streak ends when the writer shows it is not streaming: the reader had
+ * to sleep for data, a coalescing wait ran out, a non-blocking read found
+ * nothing, or the caller's buffer was full. A short spin for data does not
+ * end it: a reader that catches up with a streaming writer (as a zero-copy
+ * reader does all the time) would otherwise start over after every spin. A
+ * request/response reader, whose reads all wait, never coalesces.
+ *
+ * The downward copy. The pool hands pages out in the order it got them back,
+ * at first in address order, so the page a writer appends to is usually the
+ * next one in memory after the page the reader copies out. A copy running
+ * upwards trains the core's prefetcher upwards, and at the page's end it
+ * runs into the writer's page and takes lines the writer is storing to. So
+ * the coalescing reader copies the page just below the writer's (slot
+ * head - 2) downwards; other pages are copied upwards, since a run of whole
+ * pages is read fastest as one ascending stream.
+ */
+#include "ring.h"
+
+#define UP_COALESCE_NS 4000u
+
+struct freed {
+	uint32_t n;
+	uint32_t pages[UP_FREE_BATCH];
+};
+
+static int freed_flush(struct up_pipe *p, struct freed *f)
+{
+	int r = up__pool_put(p, f->pages, f->n);
+
+	f->n = 0;
+	return r < 0 ? up__proto_error(p) : 0;
+}
+
+/*
+ * Under the readers' lock: walk the live slots from tail, copying up to @max
+ * bytes out through @c (or, with c == NULL, just consuming them), retiring
+ * emptied slots and returning their pages. With @whole (coalescing), leave
+ * the last slot alone once something was taken. Returns the bytes taken or
+ * -EPROTO; sets *freed_any when pages went back to the pool.
+ */
+ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool whole,
+			bool *freed_any)
+{
+	struct up_pipe *p = rd->p;
+	const uint32_t ps = p->g.page_size;
+	struct freed f;
+	uint32_t t, h, off;
+	size_t got = 0;
+	int r = 0;
+
+	f.n = 0;
+	/* relaxed: pos is written only under the readers' lock we hold. */
+	uint64_t pos0 = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
+
+	t = up__pos_tail(pos0);
+	off = up__pos_off(pos0);
+	/* [head] acq: slots [t, h) are filled; pairs with [head] rel in
+	 * up__publish(). */
+	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
+	if (h - t > p->g.slot_count)
+		return up__proto_error(p);
+	while (t != h && got < max) {
+		struct up_shm_slot *s = up__slot_at(p, t);
+		uint32_t pg;
+		uint32_t len;
+
+		/* Coalescing: leave the page the writer appends to alone. */
+		if (whole && got > 0 && t + 1 == h)
+			break;
+		/* relaxed: ordered by the [head] acquire above. */
+		pg = atomic_load_explicit(&s->page, memory_order_relaxed);
+
+		if (pg >= p->g.page_count) {
+			r = -EPROTO;
+			break;
+		}
+		for (;;) {
+			/* [len] acq: bytes below len are written; pairs with
+			 * [len] rel in up__merge_close(). */
+			len = atomic_load_explicit(&s->len, memory_order_acquire);
+			if (len > ps || off > len) {
+				r = -EPROTO;
+				break;
+			}
+			if (len > off) {
+				size_t k = len - off < max - got ? len - off : max - got;
+
+				if (c && whole && t + 2 == h)
+					up__cur_copy_out_down(c, up__page_ptr(p, pg) + off, k);
+				else if (c)
+					up__cur_copy_out(c, up__page_ptr(p, pg) + off, k);
+				off += (uint32_t)k;
+				got += k;
+				if (off < len)
+					break; /* the caller's buffer is full */
+			}
+			if (t + 1 != h)
+				break; /* not the last slot: it can no longer grow */
+			/* The last slot: has a later slot appeared since? Then a
+			 * final merge into this one may have landed before it:
+			 * re-read len after this head load.
+			 * [head] acq: pairs with [head] rel in up__publish(). */
+			h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
+			if (h - t > p->g.slot_count) {
+				r = -EPROTO;
+				break;
+			}
+			if (t + 1 == h)
+				break;
+		}
+		if (r < 0)
+			break;
+		if (off < len)
+			break;
+		/* Fully read. The last live slot stays while its page has room,
+		 * because a writer may still append to it (writer.c). */
+		if (t + 1 == h && len < ps)
+			break;
+		f.pages[f.n++] = pg;
+		t++;
+		off = 0;
+		if (f.n == UP_FREE_BATCH) {
+			/* [tail] rel: slots before t retired before their pages
+			 * return; pairs with [tail] acq in up__publish(). */
+			atomic_store_explicit(&p->ln->cons.pos, up__pos(t, 0),
+					      memory_order_release);
+			r = freed_flush(p, &f);
+			*freed_any = true;
+			if (r < 0)
+				break;
+		}
+	}
+	if (r < 0)
+		return up__proto_error(p);
+	rd->seen_head = h;
+	/* [tail] rel: we are done with slots before t; pairs with [tail] acq
+	 * in up__publish(). Stored only when it moved: writers read this line. */
+	if (up__pos(t, off) != pos0)
+		atomic_store_explicit(&p->ln->cons.pos, up__pos(t, off), memory_order_release);
+	if (f.n) {
+		*freed_any = true;
+		r = freed_flush(p, &f);
+		if (r < 0)
+			return r;
+	}
+	return (ssize_t)got;
+}
+
+/*
+ * A reader leaves data behind (its buffer was full, or coalescing left the
+ * writer's page) while other readers sleep: wake one, as the kernel's
+ * pipe_read does, since the writer woke only one reader for that data.
+ * Costs one load when nobody sleeps.
+ */
+void up__chain_wake(struct up_end *rd)
+{
+	struct up_shm_wait *wl = &rd->p->ln->rd_wait;
+
+	/* [wait] sc: after our tail store, as a waker's check; pairs with
+	 * [wait] sc in up__wait_ready(). */
+	if (atomic_load_explicit(&wl->nwait, memory_order_seq_cst) == 0)
+		return;
+	if (up__rd_ready(rd) > 0)
+		up__wake_line(rd, wl, 1);
+}
+
+/* True when the reader should take whole pages only (see the top). */
+bool up__coalesce(struct up_end *rd)
+{
+	_Atomic uint32_t *head = &rd->p->ln->prod.head;
+	uint64_t t0;
+	unsigned int i;
+
+	if (rd->streak < UP_STREAK_MIN)
+		return false;
+	t0 = up__now_ns();
+	for (i = 0;; i++) {
+		/* relaxed: a hint; up__read_locked() loads head again with
+		 * [head] acq. */
+		if (atomic_load_explicit(head, memory_order_relaxed) - rd->seen_head != 0)
+			return true;
+		if ((i & 15) == 15 && up__now_ns() - t0 >= UP_COALESCE_NS) {
+			rd->streak = 0; /* the writer stopped streaming */
+			return false;
+		}
+		up__cpu_relax();
+	}
+}
+
+/* A read or peek found @n bytes: a read that found data without waiting and
+ * took less than the caller allowed keeps the streak going. */
+void up__streak_note(struct up_end *rd, bool cut_short, bool waited)
+{
+	if (cut_short)
+		rd->streak = 0;
+	else if (!waited)
+		rd->streak++;
+}
+
+/*
+ * A read or peek found nothing, with @writers loaded before it looked:
+ * 0 for end of stream, -EAGAIN on a non-blocking end, 1 after waiting for
+ * data (look again), or an error. A sleep ends the streak; a spin does not.
+ */
+int up__read_idle(struct up_end *rd, uint32_t writers)
+{
+	uint64_t slept;
+	int r;
+
+	if (writers == 0)
+		return 0;
+	if (rd->flags & UP_NONBLOCK) {
+		rd->streak = 0;
+		return -EAGAIN;
+	}
+	/* relaxed: our own counter. */
+	slept = atomic_load_explicit(&rd->c.waits, memory_order_relaxed);
+	r = up__wait_ready(rd, &rd->p->ln->rd_wait, up__rd_ready, UP_END_WRITER);
+	/* relaxed: our own counter. */
+	if (atomic_load_explicit(&rd->c.waits, memory_order_relaxed) != slept)
+		rd->streak = 0;
+	return r < 0 ? r : 1;
+}
+
+ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, size_t len)
+{
+	bool waited = false, whole;
+	struct up_pipe *p = rd->p;
+	struct up__cur c;
+	ssize_t n;
+	int r;
+
+	if (len == 0)
+		return 0;
+	if (up__unlikely(rd->armed))
+		up__ring_disarm(rd);
+	up__peek_unlock(rd);
+	up__cur_init(&c, iov, iovcnt);
+	whole = up__coalesce(rd);
+	for (;;) {
+		bool freed = false;
+		uint32_t writers;
+
+		if (up__is_broken(p))
+			return -EPROTO;
+		/* Load writers before looking at the ring: if it is 0 here,
+		 * every publish happened before and the walk below sees it.
+		 * [wait] sc: pairs with [wait] sc in up_close(). */
+		writers = atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst);
+		r = up__lock_take(rd, &p->ln->rlock.word, rd->flags & UP_NONBLOCK);
+		if (r < 0)
+			return r;
+		n = up__read_locked(rd, &c, len, whole, &freed);
+		up__lock_drop(rd, &p->ln->rlock.word);
+		if (freed)
+			up__wake_writers(rd, n >= 0 && (size_t)n < len);
+		if (n != 0) {
+			if (n > 0) {
+				up__chain_wake(rd);
+				up__count(&rd->c.bytes_read, (uint64_t)n);
+				up__count(&rd->c.reads, 1);
+				up__streak_note(rd, (size_t)n == len, waited);
+			}
+			return n;
+		}
+		r = up__read_idle(rd, writers);
+		if (r <= 0)
+			return r;
+		waited = true;
+	}
+}

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reclaim.c - pages going back: to the pool from an end that holds them, to
+ * the kernel when a burst is over (trim), and from a dead writer's batch
+ * (orphan sweep).
+ *
+ * Every return to the pool happens under the readers' lock, which
+ * serialises the pool's put side (pagepool.c), and is followed by a wake of
+ * the writers, who may sleep for pages.
+ */
+#include "ring.h"
+
+/*
+ * Give @n pages held by @e (tagged with its owner tag) back to the pool and
+ * wake the writers. Returns 0, or the readers' lock's error: then the pages
+ * stay out, still tagged (with @nonblock, a busy lock gives -EAGAIN), and a
+ * later sweep returns them once @e is gone.
+ */
+int up__pages_return(struct up_end *e, uint32_t *pages, uint32_t n, bool nonblock)
+{
+	struct up_pipe *p = e->p;
+	int r = up__lock_take(e, &p->ln->rlock.word, nonblock);
+
+	if (r < 0)
+		return r;
+	up__pages_untag(p, pages, n);
+	if (up__pool_put(p, pages, n) < 0)
+		up__mark_broken(p);
+	up__lock_drop(e, &p->ln->rlock.word);
+	up__wake_all(e, &p->ln->wr_wait);
+	return 0;
+}
+
+/*
+ * Give free pages beyond the keep-level back to the kernel. Called by a
+ * reader that slept a whole slice without data: the ring is (nearly) empty,
+ * so the pool holds almost every page, and the burst that needed them is
+ * over. Trimming at every sleep would punch pages mid-stream that the
+ * writer then faults back in. Rate-limited per endpoint (trim_ms). The pages
+ * are taken out of the pool with the writers' CAS and punched with no lock
+ * held; a writer that finds the pool short meanwhile sleeps and is woken by
+ * the return.
+ */
+void up__pool_trim(struct up_end *rd)
+{
+	struct up_pipe *p = rd->p;
+	uint32_t pages[UP_END_CACHE_MAX];
+	uint32_t free_pages;
+	uint64_t now, sc = 0;
+	int n, r;
+
+	if (p->g.keep_pages >= p->g.page_count)
+		return;
+	free_pages = up__pool_free(p);
+	/* Writers leave the spare pages free (shm_layout.h): beyond them is
+	 * what says the burst is over. */
+	if (free_pages <= p->g.keep_pages + p->g.spare_pages)
+		return;
+	now = up__now_ns();
+	if (now - rd->last_trim_ns < p->g.trim_ns)
+		return;
+	rd->last_trim_ns = now;
+	while (free_pages > p->g.keep_pages) {
+		uint32_t want = free_pages - p->g.keep_pages;
+
+		if (want > UP_END_CACHE_MAX)
+			want = UP_END_CACHE_MAX;
+		/* Leave writers a page beyond the spare ones meanwhile: the
+		 * pool is FIFO, so the next round takes pages not yet punched,
+		 * and the loop still gets down to the keep-level. */
+		n = up__pool_take(p, pages, want, p->g.spare_pages + 1, rd->tag);
+		if (n <= 0)
+			break;
+		r = up__pages_punch(p, pages, (uint32_t)n, &sc);
+		if (up__pages_return(rd, pages, (uint32_t)n, false) < 0)
+			break; /* broken: the pages stay out; nothing more to do */
+		if (r < 0)
+			break; /* e.g. a file system without hole punching */
+		free_pages -= (uint32_t)n;
+	}
+	up__count(&rd->c.syscalls, sc);
+}
+
+/*
+ * Give back pages that a dead process took from the pool and never
+ * published (pagepool.c, up__pages_orphaned()). Runs on the sleep path after
+ * the endpoint table changed (someone closed, opened or was reaped), so a
+ * writer killed holding its page batch costs the pipe capacity only until
+ * the next sleeper notices. If the readers' lock is busy, the next sweep
+ * tries again.
+ */
+uint32_t up__sweep_orphans(struct up_end *e)
+{
+	struct up_pipe *p = e->p;
+	uint32_t pages[UP_END_CACHE_MAX];
+	/* [ends-gen] acq: the table as of this generation; pairs with
+	 * [ends-gen] rel in end_slot_claim(). */
+	uint32_t gen = atomic_load_explicit(&p->ln->state.ends_gen, memory_order_acquire);
+	uint32_t n;
+
+	if (e->sweep_gen == gen + 1)
+		return 0;
+	n = up__pages_orphaned(p, pages, UP_END_CACHE_MAX);
+	if (n == 0) {
+		e->sweep_gen = gen + 1;
+		return 0;
+	}
+	if (up__lock_take(e, &p->ln->rlock.word, true) < 0)
+		return 0;
+	/* Under the lock, recheck: an orphan stays one (its owner is gone),
+	 * but another sweeper may have returned it meanwhile. */
+	n = up__pages_orphaned(p, pages, UP_END_CACHE_MAX);
+	up__pages_untag(p, pages, n);
+	if (n && up__pool_put(p, pages, n) < 0)
+		up__mark_broken(p);
+	up__lock_drop(e, &p->ln->rlock.word);
+	if (n)
+		up__wake_all(e, &p->ln->wr_wait);
+	if (n < UP_END_CACHE_MAX)
+		e->sweep_gen = gen + 1;
+	return n;
+}

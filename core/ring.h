@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ring.h - what the files of the data path share: slot and page access, the
+ * tuning constants, and the calls each file offers the ones above it.
+ *
+ * The slot ring is the shared-memory analogue of the kernel's pipe_buffer
+ * array: slot_count slots (a power of two), each naming one pool page and
+ * the bytes [off, len) of it that are stream data. head and tail run free
+ * as unsigned 32-bit counters and are masked only when a slot is
+ * dereferenced, so occupancy is head - tail and wrap-around needs no special
+ * case. Slots [tail, head) are live. docs/DESIGN.md describes the data path
+ * as a whole; each file below opens with the part it implements.
+ *
+ * Files call only downwards in this list (.ci/check_calls.py checks it):
+ *
+ *   pipe.c     public calls                       (top)
+ *   peek.c     up_peek, up_consume
+ *   reader.c   up_read: the walk from tail, coalescing
+ *   reserve.c  up_reserve, up_commit
+ *   writer.c   up_write: page batches, publish, merging into the last page
+ *   poll.c     arm and disarm for poll mode
+ *   wait.c     readiness, the spin window, sleeping in slices
+ *   reclaim.c  pool trim, orphan sweep, returning pages
+ *   wlock.c    the writers' lock (biased), wlock.h its inline fast path
+ *   lock.c     the lock words, lock.h its inline fast path
+ *   peer.c     dead-peer detection
+ *   wake.c     waking a wait line
+ *   copy.c     iovec cursor, streaming copies
+ *   shm.c pagepool.c fence.c numa.c alloc*.c wake_futex.c wake_select.c
+ *
+ * Untrusted data: head, tail, len, off and page numbers are range-checked at
+ * every use; a violation marks the pipe broken and returns -EPROTO.
+ */
+#ifndef UP_CORE_RING_H
+#define UP_CORE_RING_H
+
+#include "up_int.h"
+#include "copy.h"
+#include "lock.h"
+
+/* Large writes are published in chunks of this many bytes. */
+#define UP_CHUNK_BYTES   (64u * 1024u)
+/* Sleeps are cut into slices so a sleeper re-checks brokenness and, where
+ * the backend cannot watch pidfds (futex(2)), dead peers: the slice bounds
+ * how late a peer's death is noticed there. */
+#define UP_WAIT_SLICE_NS 50000000ull /* 50 ms */
+/* Pages a reader gathers before returning them to the pool at once. */
+#define UP_FREE_BATCH    64u
+
+static inline struct up_shm_slot *up__slot_at(struct up_pipe *p, uint32_t i)
+{
+	return &p->slots[i & p->g.slot_mask];
+}
+
+static inline unsigned char *up__page_ptr(struct up_pipe *p, uint32_t pg)
+{
+	return p->pages + ((size_t)pg << p->g.page_shift);
+}
+
+static inline bool up__is_broken(struct up_pipe *p)
+{
+	/* relaxed: a hint; every path that acts on shared state re-validates. */
+	return atomic_load_explicit(&p->ln->state.broken, memory_order_relaxed) != 0;
+}
+
+static inline int up__proto_error(struct up_pipe *p)
+{
+	up__mark_broken(p);
+	return -EPROTO;
+}
+
+/* The wait line an end sleeps on: readers wait for data, writers for pages. */
+static inline struct up_shm_wait *up__end_line(struct up_end *e)
+{
+	return (e->flags & UP_RD) ? &e->p->ln->rd_wait : &e->p->ln->wr_wait;
+}
+
+/* wake.c: the waker's half of the handshake in wake.h. */
+void up__wake_line_slow(struct up_end *e, struct up_shm_wait *wl, uint32_t nr);
+void up__wake_writers(struct up_end *rd, bool drained);
+void up__wake_all(struct up_end *e, struct up_shm_wait *wl);
+
+/*
+ * Wake up to @nr sleepers on @wl after a progress store. Inline: on the
+ * write path this is one load when nobody sleeps.
+ */
+static inline void up__wake_line(struct up_end *e, struct up_shm_wait *wl, uint32_t nr)
+{
+	/* [wait] sc: the waker's load of nwait, after its progress store;
+	 * pairs with [wait] sc in up__wait_ready(). */
+	if (atomic_load_explicit(&wl->nwait, memory_order_seq_cst) != 0)
+		up__wake_line_slow(e, wl, nr);
+}
+
+/* reclaim.c */
+int up__pages_return(struct up_end *e, uint32_t *pages, uint32_t n, bool nonblock);
+void up__pool_trim(struct up_end *rd);
+uint32_t up__sweep_orphans(struct up_end *e);
+
+/* wait.c */
+int up__rd_ready(struct up_end *r);
+int up__wr_ready(struct up_end *w);
+int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct up_end *),
+		   uint32_t peer_role);
+
+/* The UP_ARMED_LINE_* value of @wl, for the endpoint table (peer.c). */
+static inline uint32_t up__line_id(struct up_end *e, struct up_shm_wait *wl)
+{
+	return wl == &e->p->ln->rd_wait ? UP_ARMED_LINE_RD : UP_ARMED_LINE_WR;
+}
+
+/* Tell a reaper which count to take off should we die announced: set after
+ * the increment, cleared before the decrement, so a death in between leaks
+ * a count (extra wakes), never takes one that was not there (a lost wake). */
+static inline void up__announce_mark(struct up_end *e, uint32_t v)
+{
+	/* relaxed: read only by a reaper, after our death. */
+	atomic_store_explicit(&e->p->ends[e->idx].armed, v, memory_order_relaxed);
+}
+
+/* -EPROTO when broken, -EPIPE when no reader is left, else 0. */
+static inline int up__write_check(struct up_pipe *p)
+{
+	if (up__is_broken(p))
+		return -EPROTO;
+	/* [wait] sc: the reader count (the EPIPE edge); pairs with [wait] sc
+	 * in up_close(). */
+	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
+		return -EPIPE;
+	return 0;
+}
+
+/* writer.c: what reserve.c shares with the write path. */
+int up__merge_open(struct up_end *w, size_t n, struct up_shm_slot **sp, uint32_t *lenp,
+		   uint32_t *pgp, bool try);
+void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len);
+int up__last_slot(struct up_end *w, struct up_shm_slot **sp, uint32_t *lenp, uint32_t *pgp);
+bool up__short_enter(struct up_end *w, size_t len);
+int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, uint32_t n);
+int up__cache_fill(struct up_end *w, uint32_t want);
+int up__wait_pages(struct up_end *w);
+void up__cache_shift(struct up_end *w, uint32_t n);
+void up__claim_next_page(struct up_end *w);
+void up__resv_cancel(struct up_end *w);
+
+/* reader.c: what peek.c shares with the read path. */
+ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool whole,
+			bool *freed_any);
+void up__chain_wake(struct up_end *rd);
+bool up__coalesce(struct up_end *rd);
+int up__read_idle(struct up_end *rd, uint32_t writers);
+void up__streak_note(struct up_end *rd, bool cut_short, bool waited);
+
+/* A reader holding the readers' lock between peek and consume lets go. */
+static inline void up__peek_unlock(struct up_end *r)
+{
+	if (r->peek_locked) {
+		r->peek_locked = false;
+		up__lock_drop(r, &r->p->ln->rlock.word);
+	}
+}
+
+/* peek.c */
+void up__peek_let_go(struct up_end *rd);
+
+#endif /* UP_CORE_RING_H */

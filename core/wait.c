@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wait.c - the sleeper's half of the handshake (wake.h, docs/DESIGN.md
+ * "Sleeping and waking"): readiness checks, the spin window, announcing,
+ * and sleeping in slices.
+ *
+ * One spinner per line: readers spinning on two cores for the same data
+ * take the cores the writer needs to produce it. The first waiter claims
+ * the line's spin window and spins; the others sleep at once and are woken
+ * one at a time as data comes. The window is a deadline, not a flag, so a
+ * spinner that dies leaves nothing stuck.
+ */
+#include <sched.h>
+
+#include "ring.h"
+
+/* Readable: a byte in some live slot, or end of stream, or broken.
+ * A lock-free hint: tail and off may move under us (other readers); the
+ * caller re-checks under the readers' lock. */
+int up__rd_ready(struct up_end *r)
+{
+	struct up_pipe *p = r->p;
+	uint32_t t, h;
+
+	if (up__is_broken(p))
+		return -EPROTO;
+	/* [wait] sc: the sleeper's re-check loads, after its nwait increment;
+	 * pairs with [wait] sc in up__publish(), up__merge_close() and
+	 * up_close() (the progress stores). */
+	uint64_t pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_seq_cst);
+
+	t = up__pos_tail(pos);
+	h = atomic_load_explicit(&p->ln->prod.head, memory_order_seq_cst);
+	if (h - t >= 2)
+		return 1;
+	if (h - t == 1) {
+		struct up_shm_slot *s = up__slot_at(p, t);
+
+		if (up__pos_off(pos) < atomic_load_explicit(&s->len, memory_order_seq_cst))
+			return 1;
+	}
+	if (atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst) == 0)
+		return 1;
+	return 0;
+}
+
+/* Writable: a free page in the pool beyond the spare ones, or no reader
+ * left, or broken. Counters that do not add up count as writable: the take
+ * that follows finds them out. */
+int up__wr_ready(struct up_end *w)
+{
+	struct up_pipe *p = w->p;
+	uint32_t put, get;
+
+	if (up__is_broken(p))
+		return -EPROTO;
+	if (w->ncache > w->resv_pages)
+		return 1;
+	/* [wait] sc: the sleeper's re-check loads; pairs with [wait] sc in
+	 * up__pool_put() and up_close() (the progress stores). */
+	put = atomic_load_explicit(&p->ln->pput.put, memory_order_seq_cst);
+	get = atomic_load_explicit(&p->ln->pget.get, memory_order_seq_cst);
+	if (put - get > p->g.spare_pages)
+		return 1;
+	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
+		return 1;
+	return 0;
+}
+
+static bool spin_claim(struct up_shm_wait *wl, uint64_t now, uint64_t budget)
+{
+	/* relaxed: a scheduling hint, orders nothing. */
+	uint64_t until = atomic_load_explicit(&wl->spin_until, memory_order_relaxed);
+
+	if (until > now && until - now <= 2 * (uint64_t)UP_SPIN_MAX_NS)
+		return false; /* somebody is spinning (a far-off value is junk) */
+	/* relaxed: as above. */
+	return atomic_compare_exchange_strong_explicit(&wl->spin_until, &until, now + budget,
+						       memory_order_relaxed,
+						       memory_order_relaxed);
+}
+
+static void spin_release(struct up_shm_wait *wl)
+{
+	/* relaxed: a scheduling hint, orders nothing. */
+	atomic_store_explicit(&wl->spin_until, 0, memory_order_relaxed);
+}
+
+/* Spin for the end's adaptive budget while it holds the line's spin
+ * window; otherwise look once and yield. 1 ready, 0 not, or an error. */
+static int spin_for(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct up_end *))
+{
+	uint64_t t0 = up__now_ns();
+	unsigned int i;
+	int r;
+
+	if (!spin_claim(wl, t0, e->spin_ns)) {
+		r = ready(e);
+		if (r != 0)
+			return r;
+		/* With more waiters than cores, give the producer the core
+		 * before the sleep's system calls. */
+		sched_yield();
+		up__count(&e->c.syscalls, 1);
+		return 0;
+	}
+	for (i = 0;; i++) {
+		r = ready(e);
+		if (r != 0) {
+			spin_release(wl);
+			/* Spinning paid off: back to a generous budget fast. */
+			e->spin_ns = e->spin_ns * 2 < UP_SPIN_MAX_NS ? e->spin_ns * 2 : UP_SPIN_MAX_NS;
+			return r;
+		}
+		if ((i & 31) == 31 && up__now_ns() - t0 > e->spin_ns)
+			break;
+		up__cpu_relax();
+	}
+	spin_release(wl);
+	return 0;
+}
+
+/*
+ * Wait until @ready says so: spin for the end's budget, then sleep on @wl in
+ * slices, watching the peers of @peer_role. Returns 0 when ready, -EPROTO
+ * when broken, or a backend error. Exclusive on the end.
+ */
+int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct up_end *),
+		   uint32_t peer_role)
+{
+	int r = spin_for(e, wl, ready);
+
+	if (r != 0)
+		return r < 0 ? r : 0;
+	/*
+	 * Spinning did not pay: spin less next time. With more threads than
+	 * cores the peer we wait for may need this very core, so the budget
+	 * shrinks while spinning keeps failing, by an eighth a failure, never
+	 * below UP_SPIN_MIN_NS: a floor above the time a 64 KiB chunk takes to
+	 * copy, or a streaming reader would sleep on every chunk.
+	 */
+	if (e->spin_ns - e->spin_ns / 8 >= UP_SPIN_MIN_NS)
+		e->spin_ns -= e->spin_ns / 8;
+
+	for (;;) {
+		uint32_t s;
+		uint64_t sc = 0;
+
+		/* [wait] sc: seq before announcing; pairs with [wait] sc in
+		 * up__wake_line_slow(), whose bump makes a wait on this value
+		 * return. */
+		s = atomic_load_explicit(&wl->seq, memory_order_seq_cst);
+
+		/* Outside the handshake: may enter the kernel (pidfd_open). A
+		 * peer already gone has no pidfd to fire: reap it now. */
+		if (up__peers_watch(e, peer_role))
+			up__peers_reap(e);
+		/* Cheap unless the endpoint table changed since last time. */
+		up__sweep_orphans(e);
+		/* [wait] sc: clear pending, then announce; pairs with [wait] sc
+		 * in up__wake_line_slow() (its exchange and its nwait load). */
+		atomic_store_explicit(&wl->pending, 0, memory_order_seq_cst);
+		atomic_fetch_add_explicit(&wl->nwait, 1, memory_order_seq_cst);
+		up__announce_mark(e, up__line_id(e, wl));
+		r = ready(e);
+		if (r == 0) {
+			up__count(&e->c.waits, 1);
+			r = e->waker->ops->wait(e->waker, &wl->seq, s, UP_WAIT_SLICE_NS,
+						e->peer_pidfds, e->npeer, &sc);
+			up__count(&e->c.syscalls, sc);
+			if (r == -ETIMEDOUT)
+				up__count(&e->c.timeouts, 1);
+			/* Up again: let the next progress wake another sleeper
+			 * (wakes for data are for one sleeper).
+			 * [wait] sc: pairs with [wait] sc in up__wake_line_slow(). */
+			atomic_store_explicit(&wl->pending, 0, memory_order_seq_cst);
+			/* A pidfd fired, or a slice ended: some peer may be dead
+			 * (the reaping wakes everyone who needs to know). */
+			if (r == 1 || r == -ETIMEDOUT) {
+				up__peers_reap(e);
+				up__sweep_orphans(e);
+			}
+			/* A whole slice without data: the burst is over. */
+			if (r == -ETIMEDOUT && (e->flags & UP_RD))
+				up__pool_trim(e);
+			if (r == 1 || r == -ETIMEDOUT || r == -EINTR || r == -EAGAIN)
+				r = 0;
+			if (r == 0)
+				r = ready(e);
+		}
+		up__announce_mark(e, UP_ARMED_LINE_NONE);
+		/* [wait] sc: no longer a sleeper; pairs with [wait] sc in
+		 * up__wake_line(). */
+		atomic_fetch_sub_explicit(&wl->nwait, 1, memory_order_seq_cst);
+		if (r < 0 && wl == &e->p->ln->rd_wait)
+			/* We may have taken a wake meant for data that we now
+			 * leave to the others: pass it on. */
+			up__wake_line(e, wl, 1);
+		if (r != 0)
+			return r < 0 ? r : 0;
+	}
+}

@@ -1,0 +1,393 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * writer.c - the write path.
+ *
+ * A writer takes pages from the pool (pagepool.c) in one batch into its
+ * cache, copies the data into them with no lock held, then, under the
+ * writers' lock (wlock.h), fills the slots at head and advances head.
+ * Readers and other writers go on while it copies; the lock only orders
+ * publication.
+ *
+ * Merging, the kernel's PIPE_BUF_FLAG_CAN_MERGE: a write that fits in the
+ * room left in the last live page is appended there under the writers' lock
+ * and published by growing that slot's len, so a hundred-byte write costs
+ * one copy and one store, not a page. It is safe without a lock shared with
+ * the readers because a reader never retires the last live slot unless its
+ * page is full: a writer appends to slot head-1 only when it has room, a
+ * reader retires slot head-1 only when it has none, and len is written only
+ * by writers, so the two never act on the same slot at once.
+ *
+ * The lone writer (the lock biased to it) keeps its own copy of the last
+ * slot (last_keep()) and takes a short way for small writes
+ * (up__ring_write_small()), loading nothing from the segment that another
+ * core writes.
+ */
+#include <string.h>
+
+#include "wlock.h"
+
+/*
+ * The lone writer's copy of the last slot: good from a publish made under
+ * the bias until the bias is lost, which this end learns in
+ * up__wlock_bias_enter() (failing) or gives up in up__wlock_unbias(); both
+ * clear last_ok, so last_ok implies biased. Another writer can publish only
+ * after taking the bias back. A peer that rewrites the slot meanwhile breaks
+ * the protocol; what we then store is still a page we own and a len within
+ * the page, which readers check like any other.
+ */
+static inline void last_keep(struct up_end *w, uint32_t head, uint32_t pg, uint32_t len)
+{
+	w->last_ok = w->biased;
+	w->last_head = head;
+	w->last_pg = pg;
+	w->last_len = len;
+}
+
+/*
+ * Under the writers' lock: the last live slot, its len and its page, from
+ * the lone writer's copy when it has one. 0, or -EPROTO (the caller drops
+ * the lock) when they are out of range.
+ */
+int up__last_slot(struct up_end *w, struct up_shm_slot **sp, uint32_t *lenp, uint32_t *pgp)
+{
+	struct up_pipe *p = w->p;
+
+	if (w->last_ok) {
+		*sp = up__slot_at(p, w->last_head - 1);
+		*lenp = w->last_len;
+		*pgp = w->last_pg;
+		return 0;
+	}
+	/* relaxed: head is written only under the writers' lock we hold. */
+	uint32_t h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
+	/*
+	 * No need to load tail (a line the readers write) to know that slot h-1
+	 * is still live: readers retire the last slot only once it is full and
+	 * len never shrinks, so a slot h-1 with room was never retired. The
+	 * empty new ring has a full sentinel at h-1 (shm.c).
+	 */
+	struct up_shm_slot *s = up__slot_at(p, h - 1);
+
+	/* relaxed: the last slot's len and page are written only by writers,
+	 * under the lock we hold. */
+	*lenp = atomic_load_explicit(&s->len, memory_order_relaxed);
+	*pgp = atomic_load_explicit(&s->page, memory_order_relaxed);
+	*sp = s;
+	if (*lenp > p->g.page_size || *pgp >= p->g.page_count)
+		return -EPROTO;
+	return 0;
+}
+
+/*
+ * Take the writers' lock and find room for @n bytes at the end of the last
+ * live page. 1 with the lock held and *sp, *lenp, *pgp set; 0 when there is
+ * no room (lock dropped); -EPROTO, or -EAGAIN (lock busy on a non-blocking
+ * end, or at all when @try).
+ */
+int up__merge_open(struct up_end *w, size_t n, struct up_shm_slot **sp, uint32_t *lenp,
+		   uint32_t *pgp, bool try)
+{
+	struct up_pipe *p = w->p;
+	int r;
+
+	r = try ? up__wlock_try(w) : up__wlock_take(w);
+	if (r < 0)
+		return r;
+	if (up__last_slot(w, sp, lenp, pgp) < 0) {
+		up__wlock_drop(w);
+		return up__proto_error(p);
+	}
+	if (p->g.page_size - *lenp < n) {
+		up__wlock_drop(w);
+		return 0;
+	}
+	return 1;
+}
+
+/* Publish the merged bytes by growing @s's len to @len; drop the lock. */
+void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
+{
+	/* [len] rel: the bytes below len before the new len; pairs with [len]
+	 * acq in up__read_locked() and peek_locked(). Also [wait] sc: the
+	 * progress store; pairs with [wait] sc in up__rd_ready(). */
+	atomic_store_explicit(&s->len, len, memory_order_seq_cst);
+	w->last_len = len;
+	up__wlock_drop(w);
+	up__wake_line(w, &w->p->ln->rd_wait, 1);
+}
+
+/*
+ * Append @n bytes at the end of the last live page when they all fit.
+ * 1 when done, 0 when there is no room (nothing written), -EPROTO, -EAGAIN.
+ */
+static int try_merge(struct up_end *w, struct up__cur *c, size_t n)
+{
+	struct up_shm_slot *s;
+	uint32_t len, pg;
+	int r;
+
+	r = up__merge_open(w, n, &s, &len, &pg, false);
+	if (r <= 0)
+		return r;
+	up__cur_copy_in(c, up__page_ptr(w->p, pg) + len, n, false);
+	up__merge_close(w, s, len + (uint32_t)n);
+	return 1;
+}
+
+/* The short way's way in: true with the writers' lock held (through the
+ * bias) when @len bytes fit the room left in the last page and nothing asks
+ * for the general path. */
+bool up__short_enter(struct up_end *w, size_t len)
+{
+	struct up_pipe *p = w->p;
+
+	/* resv_bytes covers a merge reservation too (reserve.c). */
+	if (!w->last_ok || len > p->g.page_size - w->last_len || w->armed ||
+	    w->resv_bytes != 0 || up__is_broken(p))
+		return false;
+	/* [wait] sc: the EPIPE edge, as in up__write_check(); pairs with [wait]
+	 * sc in up_close(). */
+	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
+		return false;
+	return up__wlock_bias_enter(w);
+}
+
+/*
+ * up_write()'s short way: the lone writer appends @len bytes (not 0) to the
+ * last page, which it knows has room without looking at the segment. The
+ * general path does the same through try_merge(), after an iovec cursor, a
+ * reservation check and a loop. Returns @len when done, or 0: the general
+ * path takes the write and finds whatever stopped this one.
+ */
+size_t up__ring_write_small(struct up_end *w, const void *buf, size_t len)
+{
+	struct up_pipe *p = w->p;
+	uint32_t have = w->last_len;
+
+	if (!up__short_enter(w, len))
+		return 0;
+	memcpy(up__page_ptr(p, w->last_pg) + have, buf, len);
+	up__merge_close(w, up__slot_at(p, w->last_head - 1), have + (uint32_t)len);
+	up__count(&w->c.bytes_written, len);
+	up__count(&w->c.writes, 1);
+	return len;
+}
+
+/* Publish @n filled pages (lengths in @lens) at head. */
+int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, uint32_t n)
+{
+	struct up_pipe *p = w->p;
+	uint32_t h, t, i;
+	int r;
+
+	if (n == 0) /* callers have a page at least; nothing to publish */
+		return 0;
+	r = up__wlock_take(w);
+	if (r < 0)
+		return r;
+	/* relaxed: head is written only under the writers' lock we hold. */
+	h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
+	/*
+	 * The slots [h, h+n) must be retired. Holding n pages implies it for
+	 * honest peers (one page per live slot), so this guards against a
+	 * lying peer, checked first against the tail this end saw last: tail
+	 * only grows, so an old value can only make the check stricter. Reload
+	 * (a line the readers write) only when the old value does not suffice.
+	 */
+	t = w->tail_cache;
+	if (h - t > p->g.slot_count || p->g.slot_count - (h - t) < n) {
+		/* [tail] acq: the slots about to be filled are retired; pairs
+		 * with [tail] rel in up__read_locked(). */
+		t = up__pos_tail(atomic_load_explicit(&p->ln->cons.pos, memory_order_acquire));
+		w->tail_cache = t;
+		if (h - t > p->g.slot_count || p->g.slot_count - (h - t) < n) {
+			up__wlock_drop(w);
+			return up__proto_error(p);
+		}
+	}
+	/* Untag first: a page we die holding after this is leaked, never
+	 * handed out twice (pagepool.c, up__pages_orphaned()). */
+	up__pages_untag(p, pages, n);
+	for (i = 0; i < n; i++) {
+		struct up_shm_slot *s = up__slot_at(p, h + i);
+
+		/* relaxed: published by the [head] store below. */
+		atomic_store_explicit(&s->page, pages[i], memory_order_relaxed);
+		atomic_store_explicit(&s->len, lens[i], memory_order_relaxed);
+	}
+	/* [head] rel: slots [h, h+n) before head; pairs with [head] acq in
+	 * up__read_locked(), peek_locked() and consume_avail(). Also [wait]
+	 * sc: the progress store; pairs with [wait] sc in up__rd_ready(). */
+	atomic_store_explicit(&p->ln->prod.head, h + n, memory_order_seq_cst);
+	last_keep(w, h + n, pages[n - 1], lens[n - 1]);
+	up__wlock_drop(w);
+	up__wake_line(w, &p->ln->rd_wait, 1);
+	return 0;
+}
+
+/* Make sure the writer's cache holds at least one unreserved page, taking
+ * up to @want in one batch. Returns pages available, 0 if none, -EPROTO. */
+int up__cache_fill(struct up_end *w, uint32_t want)
+{
+	uint32_t have = w->ncache - w->resv_pages;
+	int r;
+
+	if (have >= want)
+		return (int)have;
+	/* Take a few more than this write needs: one CAS on the pool line per
+	 * batch instead of per page. Kept small next to the capacity, since
+	 * pages in one writer's cache are not available to the others. */
+	if (want < w->take_batch)
+		want = w->take_batch;
+	if (want - have > UP_END_CACHE_MAX - w->ncache)
+		want = UP_END_CACHE_MAX - w->ncache + have;
+	r = up__pool_take(w->p, w->cache + w->ncache, want - have, w->p->g.spare_pages, w->tag);
+	if (r < 0)
+		return up__proto_error(w->p);
+	w->ncache += (uint32_t)r;
+	return (int)(have + (uint32_t)r);
+}
+
+/*
+ * The pool had no page for us: 0 to look again (after sleeping until one
+ * may be free, or after a sweep found pages a dead writer held), -EAGAIN on
+ * a non-blocking end, or an error.
+ */
+int up__wait_pages(struct up_end *w)
+{
+	if (w->flags & UP_NONBLOCK)
+		return up__sweep_orphans(w) ? 0 : -EAGAIN;
+	return up__wait_ready(w, &w->p->ln->wr_wait, up__wr_ready, UP_END_READER);
+}
+
+/* Drop the first @n pages of the cache (they were published). */
+void up__cache_shift(struct up_end *w, uint32_t n)
+{
+	memmove(w->cache, w->cache + n, (w->ncache - n) * sizeof(w->cache[0]));
+	w->ncache -= n;
+}
+
+/*
+ * A page was just published with room left, so small writes will fill it by
+ * merging, and then the writer moves to the next page in its cache. While
+ * pages fill slowly, store to every line of that next page now, so its lines
+ * are fetched from the reader's core together, a page ahead of need, instead
+ * of one by one inside the merges. The writer claims from UP_CLAIM_ON_NS per
+ * 4 KiB of filling until that falls under UP_CLAIM_OFF_NS: when pages fill
+ * fast, the burst of fetches costs more than it saves.
+ *
+ * Full pages never come here: they take streaming stores, which a store
+ * first would defeat. The page is in this writer's cache, not yet
+ * published: nobody reads it, and the zeros left at line starts lie beyond
+ * any len it will be published with, or are overwritten first.
+ */
+#define UP_CLAIM_ON_NS  2500u
+#define UP_CLAIM_OFF_NS 1500u
+
+void up__claim_next_page(struct up_end *w)
+{
+	struct up_pipe *p = w->p;
+	uint64_t now = up__now_ns();
+	uint64_t took = (now - w->part_ns) >> (p->g.page_shift - 12);
+	volatile unsigned char *q;
+	uint32_t o;
+
+	/* Time since the last page with room was published: how long it took
+	 * to fill, per 4 KiB. */
+	if (w->part_ns != 0)
+		w->claim = took >= (w->claim ? UP_CLAIM_OFF_NS : UP_CLAIM_ON_NS);
+	w->part_ns = now;
+	if (!w->claim || w->ncache == 0)
+		return;
+	q = up__page_ptr(p, w->cache[0]);
+	for (o = 0; o < p->g.page_size; o += 64)
+		q[o] = 0;
+}
+
+/* Forget the current reservation, if any, without publishing it. */
+void up__resv_cancel(struct up_end *w)
+{
+	if (w->resv_merge) {
+		w->resv_merge = false;
+		up__wlock_drop(w);
+	}
+	w->resv_pages = 0;
+	w->resv_bytes = 0;
+}
+
+ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, size_t len)
+{
+	struct up_pipe *p = w->p;
+	const uint32_t ps = p->g.page_size;
+	const uint32_t chunk_pages = ps >= UP_CHUNK_BYTES ? 1 : UP_CHUNK_BYTES >> p->g.page_shift;
+	uint32_t lens[UP_END_CACHE_MAX];
+	struct up__cur c;
+	size_t done = 0;
+	int r = 0;
+
+	if (len == 0)
+		return 0;
+	if (up__unlikely(w->armed))
+		up__ring_disarm(w);
+	up__resv_cancel(w); /* a write ends a reservation, as a commit of 0 */
+	up__cur_init(&c, iov, iovcnt);
+	while (done < len) {
+		size_t rem = len - done;
+		uint32_t want, n, i;
+		bool part;
+
+		r = up__write_check(p);
+		if (r < 0)
+			break;
+		if (rem < ps) {
+			r = try_merge(w, &c, rem);
+			if (r > 0) {
+				done = len;
+				r = 0;
+				break;
+			}
+			if (r < 0)
+				break;
+		}
+		want = (uint32_t)((rem + ps - 1) >> p->g.page_shift);
+		if (want > chunk_pages)
+			want = chunk_pages;
+		r = up__cache_fill(w, want);
+		if (r < 0)
+			break;
+		if (r == 0) {
+			r = up__wait_pages(w);
+			if (r < 0)
+				break;
+			continue;
+		}
+		n = (uint32_t)r < want ? (uint32_t)r : want;
+		part = false;
+		/* Copy with no lock held: other writers and the readers go on. */
+		for (i = 0; i < n && rem; i++) {
+			uint32_t k = rem < ps ? (uint32_t)rem : ps;
+
+			up__cur_copy_in(&c, up__page_ptr(p, w->cache[i]), k, k == ps);
+			lens[i] = k;
+			rem -= k;
+			part = k < ps;
+		}
+		n = i;
+		/* The streaming stores above before up__publish()'s head store. */
+		up__nt_fence();
+		r = up__publish(w, w->cache, lens, n);
+		if (r < 0)
+			break;
+		up__cache_shift(w, n);
+		if (part) /* the last page has room */
+			up__claim_next_page(w);
+		done = len - rem;
+		r = 0;
+	}
+	if (done) {
+		up__count(&w->c.bytes_written, done);
+		up__count(&w->c.writes, 1);
+		return (ssize_t)done; /* the error, if any, shows on the next call */
+	}
+	return r;
+}

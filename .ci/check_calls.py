@@ -633,7 +633,7 @@ def run(root, dirs, out=sys.stdout):
             parts.append(n if names[n] is None else "%s (via %s)" % (n, names[n]))
         print("%s -> %s: %s" % (a, b, ", ".join(parts)), file=out)
     for name in sorted(multi):
-        print("note: %s is defined in %s (one per build?); edges go to each" %
+        print("note: %s is defined in %s (one per build?); each other definer gets the edge" %
               (name, ", ".join(multi[name])), file=out)
     cycles = [c for c in sccs(files, edges) if len(c) > 1]
     cycles.sort()

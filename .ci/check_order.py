@@ -34,7 +34,8 @@ Checks, over every .c and .h file under ROOT/DIR...:
      some file under the dirs) holds a site of [t];
   4. each site says what it pairs with.
 A site is a `[t] kind:` (kind one of rel, acq, acq_rel, sc, mb, consume) in
-any comment; a mention of a tag without the colon is not a site.
+any comment; a mention of a tag without the colon is not a site. Accesses
+written inside #define bodies are not seen.
 
 Every violation is printed as `file:line: message`, then a count per file
 and a summary line; the exit status is 1 if there was any violation.
@@ -46,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # leave no __pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_calls as cc  # noqa: E402  (the shared C scanner)
 

@@ -29,7 +29,9 @@ Checks, over every .c and .h file under ROOT/DIR...:
      other than relaxed has a [tag] comment on its lines or in the comment
      block ending within 4 lines above it; relaxed ones have `relaxed:`;
   2. each tag has at least two sites, not all of them releases and not all
-     acquires, unless a site names the kernel as its partner;
+     acquires, unless a site names the kernel as its partner, or the one
+     site is an acq_rel read-modify-write that every party runs and says
+     it "pairs with itself" (a reference count's decrement);
   3. each "pairs with [t] ... in f()" names a function f whose body (in
      some file under the dirs) holds a site of [t];
   4. each site says what it pairs with.
@@ -59,6 +61,7 @@ KINDS = ("acq_rel", "rel", "acq", "sc", "mb", "consume")
 SITE_RE = re.compile(TAG + r"\s*(" + "|".join(KINDS) + r")\s*:")
 RELAXED_RE = re.compile(r"relaxed\s*:\s*[A-Za-z0-9(\"'`]", re.I)
 PAIRS_RE = re.compile(r"pairs\s+with\b", re.I)
+SELF_RE = re.compile(r"pairs\s+with\s+itself", re.I)
 KERNEL_RE = re.compile(r"pairs\s+with\s+(?:an?\s+|the\s+)?kernel", re.I)
 FUNC_REF_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*\)")
 
@@ -252,6 +255,10 @@ def run(root, dirs, out=sys.stdout):
         if any(s.kernel for s in ss):
             continue
         first = ss[0]
+        # A read-modify-write that every party runs (a reference count's
+        # decrement) is both halves at once: each run pairs with the others.
+        if len(ss) == 1 and first.kind == "acq_rel" and SELF_RE.search(first.clause):
+            continue
         if len(ss) < 2:
             bad(first.rel, first.line, "unpaired",
                 "[%s] has one site: its other half carries no [%s] comment" % (tag, tag))
@@ -282,6 +289,8 @@ def run(root, dirs, out=sys.stdout):
                     continue
                 tags = re.findall(TAG, ref)
                 fns = FUNC_REF_RE.findall(_after_in(ref))
+                if not tags and re.match(r"\s*itself", ref):
+                    continue  # the acq_rel RMW every party runs (check 2)
                 if not tags:
                     # Prose ("pairs with the release in lock_drop()") in an
                     # untagged comment is not a reference to check.

@@ -64,8 +64,9 @@ int up_pipe_fd(const struct up_pipe *p)
 
 void up__pipe_put(struct up_pipe *p)
 {
-	/* acq_rel: the last dropper must see every other user's writes to p
-	 * (the counters folded into p->closed) before unmapping. */
+	/* [refs] acq_rel: the last dropper sees every other user's writes to
+	 * p (the counters folded into p->closed) before unmapping; pairs with
+	 * itself, run by every dropper. */
 	if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
 		up__shm_unmap(p);
 }
@@ -116,6 +117,7 @@ static int end_slot_claim(struct up_pipe *p, uint32_t role, uint32_t *idx, uint3
 
 	for (i = 0; i < p->g.max_ends; i++) {
 		struct up_shm_end *se = &p->ends[i];
+		/* relaxed: a first look; the CAS below decides. */
 		uint32_t cur = atomic_load_explicit(&se->state, memory_order_relaxed);
 
 		if ((cur & UP_END_ROLE_MASK) != UP_END_FREE)
@@ -124,13 +126,22 @@ static int end_slot_claim(struct up_pipe *p, uint32_t role, uint32_t *idx, uint3
 		 * stale lock owner id can be told from a new holder (issue 6). */
 		uint32_t next = (((cur >> 8) + 1) << 8) | role;
 
+		/* [end-state] acq_rel: the entry is ours, after its last owner's
+		 * uses; pairs with [end-state] rel in end_slot_free() and with
+		 * [end-state] acq in up__peers_reap(). */
 		if (atomic_compare_exchange_strong_explicit(&se->state, &cur, next,
 							    memory_order_acq_rel,
 							    memory_order_relaxed)) {
 			*state = next;
+			/* relaxed: published by the [end-pid] release below. */
 			atomic_store_explicit(&se->busy, UP_BUSY_OUT, memory_order_relaxed);
 			atomic_store_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
+			/* [end-pid] rel: the entry's words before its pid; pairs
+			 * with [end-pid] acq in up__peers_reap(). */
 			atomic_store_explicit(&se->pid, (int32_t)getpid(), memory_order_release);
+			/* [ends-gen] rel: the claimed entry before the new
+			 * generation; pairs with [ends-gen] acq in
+			 * up__sweep_orphans(). */
 			atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1,
 						  memory_order_release);
 			*idx = i;
@@ -143,11 +154,16 @@ static int end_slot_claim(struct up_pipe *p, uint32_t role, uint32_t *idx, uint3
 static void end_slot_free(struct up_pipe *p, uint32_t idx)
 {
 	struct up_shm_end *se = &p->ends[idx];
+	/* relaxed: our own entry; nobody else writes it while it is ours. */
 	uint32_t cur = atomic_load_explicit(&se->state, memory_order_relaxed);
 
+	/* relaxed: published by the [end-state] release below. */
 	atomic_store_explicit(&se->pid, 0, memory_order_relaxed);
-	/* Release: our last uses of the pipe come before the entry is free. */
+	/* [end-state] rel: our last uses of the pipe before the entry is free;
+	 * pairs with [end-state] acq_rel in end_slot_claim(). */
 	atomic_store_explicit(&se->state, cur & ~UP_END_ROLE_MASK, memory_order_release);
+	/* [ends-gen] rel: the freed entry before the new generation; pairs
+	 * with [ends-gen] acq in up__sweep_orphans(). */
 	atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1, memory_order_release);
 }
 
@@ -164,7 +180,7 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 	dir = flags & (UP_RD | UP_WR);
 	if (dir != UP_RD && dir != UP_WR)
 		return -EINVAL;
-	if (atomic_load_explicit(&p->ln->state.broken, memory_order_relaxed))
+	if (up__is_broken(p))
 		return -EPROTO;
 
 	e = up__calloc(1, sizeof(*e));
@@ -196,8 +212,10 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 	e->lock_id = up__lock_id(st, e->idx);
 	e->tag = up__owner_tag(st, e->idx);
 
+	/* relaxed: we hold a reference already (the caller's handle). */
 	atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
-	/* seq_cst: the counts are part of the sleep handshake (EOF/EPIPE). */
+	/* [wait] sc: the counts are part of the sleep handshake (end of stream
+	 * and EPIPE); pairs with [wait] sc in up__rd_ready() and up__wr_ready(). */
 	atomic_fetch_add_explicit(dir == UP_RD ? &p->ln->state.readers : &p->ln->state.writers,
 				  1, memory_order_seq_cst);
 	pthread_mutex_lock(&p->mu);
@@ -239,9 +257,11 @@ int up_close(struct up_end *e)
 	p = e->p;
 	end_release(e);
 	count = (e->flags & UP_RD) ? &p->ln->state.readers : &p->ln->state.writers;
-	/* seq_cst: the progress store for sleepers waiting on EOF/EPIPE. A
-	 * count read as 0 by a hostile peer's doing cannot underflow ours. */
+	/* A count read as 0 by a hostile peer's doing cannot underflow ours.
+	 * relaxed: the CAS below decides. */
 	uint32_t old = atomic_load_explicit(count, memory_order_relaxed);
+	/* [wait] sc: the progress store for sleepers waiting for end of stream
+	 * or EPIPE; pairs with [wait] sc in up__rd_ready() and up__wr_ready(). */
 	while (old != 0 &&
 	       !atomic_compare_exchange_weak_explicit(count, &old, old - 1,
 						      memory_order_seq_cst,
@@ -431,6 +451,7 @@ int up_stats(const struct up_pipe *cp, struct up_stats *st)
 		backend = up__waker_probe_name((p->g.flags & UP_CFG_SQPOLL) != 0);
 
 	memset(st, 0, sizeof(*st));
+	/* relaxed: statistics, a snapshot for reporting. */
 	st->bytes_written = atomic_load_explicit(&sum.bytes_written, memory_order_relaxed);
 	st->bytes_read = atomic_load_explicit(&sum.bytes_read, memory_order_relaxed);
 	st->writes = atomic_load_explicit(&sum.writes, memory_order_relaxed);

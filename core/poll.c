@@ -47,7 +47,8 @@ int up__ring_arm(struct up_end *e, bool locks, _Atomic uint32_t **word, uint32_t
 	atomic_fetch_add_explicit(&wl->nwait, 1, memory_order_seq_cst);
 	r = ready(e);
 	if (r != 0) {
-		/* [wait] sc: undo the announcement. */
+		/* [wait] sc: undo the announcement; pairs with [wait] sc in
+		 * up__wake_line(). */
 		atomic_fetch_sub_explicit(&wl->nwait, 1, memory_order_seq_cst);
 		atomic_fetch_sub_explicit(&wl->npoll, 1, memory_order_seq_cst);
 		return r < 0 ? r : 1;

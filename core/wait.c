@@ -24,21 +24,23 @@ int up__rd_ready(struct up_end *r)
 
 	if (up__is_broken(p))
 		return -EPROTO;
-	/* [wait] sc: the sleeper's re-check loads, after its nwait increment;
-	 * pairs with [wait] sc in up__publish(), up__merge_close() and
-	 * up_close() (the progress stores). */
+	/* [tail] sc: the sleeper's re-check loads come after its nwait
+	 * increment; tail itself pairs with [tail] rel in up__read_locked(). */
 	uint64_t pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_seq_cst);
 
 	t = up__pos_tail(pos);
+	/* [wait] sc: re-check; pairs with [wait] sc in up__publish(). */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_seq_cst);
 	if (h - t >= 2)
 		return 1;
 	if (h - t == 1) {
 		struct up_shm_slot *s = up__slot_at(p, t);
 
+		/* [wait] sc: re-check; pairs with [wait] sc in up__merge_close(). */
 		if (up__pos_off(pos) < atomic_load_explicit(&s->len, memory_order_seq_cst))
 			return 1;
 	}
+	/* [wait] sc: re-check; pairs with [wait] sc in up_close(). */
 	if (atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst) == 0)
 		return 1;
 	return 0;
@@ -57,11 +59,13 @@ int up__wr_ready(struct up_end *w)
 	if (w->ncache > w->resv_pages)
 		return 1;
 	/* [wait] sc: the sleeper's re-check loads; pairs with [wait] sc in
-	 * up__pool_put() and up_close() (the progress stores). */
+	 * up__pool_put() (the progress store). */
 	put = atomic_load_explicit(&p->ln->pput.put, memory_order_seq_cst);
+	/* [wait] sc: re-check; pairs with [wait] sc in up__pool_take(). */
 	get = atomic_load_explicit(&p->ln->pget.get, memory_order_seq_cst);
 	if (put - get > p->g.spare_pages)
 		return 1;
+	/* [wait] sc: re-check; pairs with [wait] sc in up_close(). */
 	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
 		return 1;
 	return 0;

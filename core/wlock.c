@@ -71,7 +71,9 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 		 * relaxed: written only under the word we hold. */
 		t_mark = atomic_load_explicit(marked, memory_order_relaxed);
 		if (t_mark == 0 || t_mark > now) /* none, or not ours to trust */
+			/* relaxed: as above. */
 			atomic_store_explicit(marked, t_mark = now, memory_order_relaxed);
+		/* relaxed: as above. */
 		fenced = atomic_load_explicit(fenced_by, memory_order_relaxed) == owner;
 	} else {
 		/* Step 1. [bias] sc: the mark, before the barrier below (which
@@ -84,7 +86,7 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 	}
 	if (!fenced) {
 		/* Step 2. [bias] mb: membarrier() orders the owner's busy store
-		 * before its bias load; pairs with [bias] relaxed in
+		 * before its bias load; pairs with [bias] mb in
 		 * up__wlock_bias_enter(). */
 		fenced = up__membarrier(&sc) == 0;
 		up__count(&w->c.syscalls, sc);
@@ -288,7 +290,8 @@ int up__wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expe
 	struct up_shm_lock *l = &p->ln->wlock;
 	uint32_t cur, owner;
 
-	/* [lock-poll] sc: a first look at the holder; the CAS below decides. */
+	/* [lock-poll] sc: a first look at the holder, the CAS below decides;
+	 * pairs with [lock-poll] sc in up__lock_drop(). */
 	owner = atomic_load_explicit(&l->word, memory_order_seq_cst) & ~UP_LOCK_WAITERS;
 	if (owner == 0)
 		return bias_poll_arm(w, word, expect);
@@ -303,7 +306,8 @@ int up__wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expe
 	owner = cur & ~UP_LOCK_WAITERS;
 	if (owner != 0 && owner != w->lock_id &&
 	    ((owner & UP_END_ROLE_MASK) == 0 || (owner & UP_END_ROLE_MASK) > p->g.max_ends)) {
-		/* [lock-poll] sc: undoes the count above. */
+		/* [lock-poll] sc: undoes the count above; pairs with
+		 * [lock-poll] sc in up__lock_wake(). */
 		atomic_fetch_sub_explicit(&l->npoll, 1, memory_order_seq_cst);
 		return up__proto_error(p);
 	}
@@ -315,7 +319,8 @@ int up__wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expe
 						      memory_order_seq_cst,
 						      memory_order_seq_cst))) {
 		/* Let go meanwhile, or changed hands: try again.
-		 * [lock-poll] sc: undoes the count above. */
+		 * [lock-poll] sc: undoes the count above; pairs with
+		 * [lock-poll] sc in up__lock_wake(). */
 		atomic_fetch_sub_explicit(&l->npoll, 1, memory_order_seq_cst);
 		return 1;
 	}
@@ -323,7 +328,8 @@ int up__wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expe
 	 * pidfd may never have been taken: a retry takes the lock over. The
 	 * bit we set stays; it costs one wake at most. */
 	if (up__lock_owner_gone(w, owner)) {
-		/* [lock-poll] sc: undoes the count above. */
+		/* [lock-poll] sc: undoes the count above; pairs with
+		 * [lock-poll] sc in up__lock_wake(). */
 		atomic_fetch_sub_explicit(&l->npoll, 1, memory_order_seq_cst);
 		return 1;
 	}

@@ -39,11 +39,12 @@ static inline bool up__wlock_bias_enter(struct up_end *w)
 	if (up__likely(w->biased)) {
 		_Atomic uint32_t *busy = &p->ends[w->idx].busy;
 
-		/* [bias] relaxed store then load, no fence between: the
-		 * revoker's membarrier() is the fence; pairs with [bias] mb in
-		 * bias_revoke(). The compiler barrier keeps the two in
-		 * this order in the code. */
+		/* relaxed: store then load with no fence between; the
+		 * revoker's membarrier() is the fence (bias_revoke()). */
 		atomic_store_explicit(busy, UP_BUSY_IN, memory_order_relaxed);
+		/* [bias] mb: a compiler barrier only, keeping the store above
+		 * before the load below in the code; pairs with [bias] mb in
+		 * bias_revoke(), the barrier that orders them on the CPU. */
 		atomic_signal_fence(memory_order_seq_cst);
 		/* [bias] acq: the critical section's loads stay after the
 		 * check; pairs with [bias] mb in bias_revoke(). */
@@ -76,15 +77,15 @@ static inline void up__wlock_drop(struct up_end *w)
 		/* [busy] rel: the critical section before a revoker's acquire;
 		 * pairs with [busy] acq in bias_revoke(). */
 		atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_OUT, memory_order_release);
-		/* The load below stays after the store in the code (C11 lets a
-		 * relaxed load move above a release store). */
+		/* [bias] mb: a compiler barrier only: the load below stays
+		 * after the store in the code (C11 lets a relaxed load move
+		 * above a release store); pairs with [bias] mb in bias_revoke(). */
 		atomic_signal_fence(memory_order_seq_cst);
 		/*
 		 * A revoker that saw us inside after its barrier sleeps on
 		 * busy. Then our store above came after the barrier, and so
 		 * does this load: it sees the mark.
-		 * [bias] relaxed: ordered by the barrier; pairs with [bias] mb
-		 * in bias_revoke().
+		 * relaxed: ordered by the revoker's barrier, not by this load.
 		 */
 		if (up__unlikely(atomic_load_explicit(&p->ln->wlock.bias, memory_order_relaxed) &
 				 UP_BIAS_REVOKE))

@@ -386,4 +386,54 @@ static HARNESS_UNUSED void harness_reap_ok(pid_t pid, double timeout_s, const ch
 	}
 }
 
+/*
+ * fork() for a test's child process: stdio is flushed first (or the child
+ * would print the parent's buffered output again), and the child arms a
+ * watchdog of its own (@watchdog_s), alarm() not being inherited.
+ */
+static HARNESS_UNUSED pid_t harness_fork(unsigned watchdog_s)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		harness_watchdog(watchdog_s);
+	return pid;
+}
+
+/* In a forked child: map the inherited memfd afresh, as a real peer process
+ * would, instead of using the parent's handles. */
+static HARNESS_UNUSED struct up_pipe *harness_attach(struct up_pipe *inherited)
+{
+	struct up_pipe *q = NULL;
+	int fd = up_pipe_fd(inherited);
+
+	CHECK(fd >= 0);
+	CHECK_OK(up_pipe_attach(fd, &q));
+	CHECK(q != NULL);
+	return q;
+}
+
+/* Start-up ordering between processes through a kernel pipe(2): a child
+ * says "ready" (its end is open) with one byte, the parent waits for it. */
+static HARNESS_UNUSED void harness_signal_ready(int fd)
+{
+	CHECK_EQ(write(fd, "R", 1), 1);
+}
+
+static HARNESS_UNUSED void harness_wait_ready(int fd)
+{
+	char c = 0;
+	ssize_t r;
+
+	do
+		r = read(fd, &c, 1);
+	while (r < 0 && errno == EINTR);
+	CHECK_EQ(r, 1);
+	CHECK_EQ(c, 'R');
+}
+
 #endif /* UP_TESTS_HARNESS_H */

@@ -8,6 +8,7 @@
  * capacity returns its full count once the reader has taken it all.
  */
 #include "sem_common.h"
+#include "stream_harness.h"
 
 static void roundtrip_basic(void)
 {
@@ -28,12 +29,13 @@ static void roundtrip_basic(void)
 	CHECK_OK(up_close(ends[0]));
 }
 
-struct inorder_arg {
-	struct up_end *w;
-	uint64_t seed;
-	size_t total;
-};
-
+/*
+ * In order, whole and once: a writer thread sends the list of write sizes
+ * below twice (odd sizes, page sizes and either side of them, sizes larger
+ * than the pipe), blocking writes each returning its full count; this
+ * thread reads with the list of read sizes, round and round, until end of
+ * stream (tests/stream_harness.h checks every byte and the total).
+ */
 static const size_t wsizes[] = { 1, 2, 3, 7, 64, 100, 511, 4095, 4096, 4097, 8191,
 				 65536, 100000, 1 << 20, 3 << 20, 5, 4096 * 3 + 1 };
 static const size_t rsizes[] = { 1, 13, 4096, 65537, 1 << 20, 7, 4095, 300000, 2 };
@@ -47,61 +49,29 @@ static size_t inorder_total(void)
 	return 2 * t;
 }
 
-static void *inorder_writer(void *arg)
+static size_t inorder_write_size(struct stream_side *s, size_t left)
 {
-	struct inorder_arg *a = arg;
-	uint64_t off = 0;
-	uint8_t *buf = malloc(3 << 20);
-	int round;
-	size_t i;
+	size_t n = wsizes[s->calls % (sizeof(wsizes) / sizeof(wsizes[0]))];
 
-	CHECK(buf != NULL);
-	for (round = 0; round < 2; round++) {
-		for (i = 0; i < sizeof(wsizes) / sizeof(wsizes[0]); i++) {
-			harness_fill(a->seed, off, buf, wsizes[i]);
-			/* a blocking write returns the full count */
-			CHECK_EQ(up_write(a->w, buf, wsizes[i]), (ssize_t)wsizes[i]);
-			off += wsizes[i];
-		}
-	}
-	a->total = off;
-	CHECK_OK(up_close(a->w));
-	free(buf);
-	return NULL;
+	return n < left ? n : left;
+}
+
+static size_t inorder_read_size(struct stream_side *s)
+{
+	return rsizes[s->calls % (sizeof(rsizes) / sizeof(rsizes[0]))];
 }
 
 static void inorder_case(size_t capacity, size_t page)
 {
-	struct up_pipe *p = mk_pipe(capacity, page);
-	struct up_end *r = mk_end(p, UP_RD), *w = mk_end(p, UP_WR);
-	struct inorder_arg a = { w, 0x1234 + page, 0 };
-	uint8_t *buf = malloc(1 << 20);
-	uint64_t off = 0;
-	pthread_t t;
-	size_t i = 0;
+	struct stream_mode m = {
+		.name = "inorder", .capacity = capacity, .page = page,
+		.seed = 0x1234 + page, .bytes = inorder_total(),
+		.writer_at = STREAM_THREAD, .reader_at = STREAM_HERE,
+		.wbuf = 3 << 20, .rbuf = 1 << 20,
+		.write_size = inorder_write_size, .read_size = inorder_read_size,
+	};
 
-	CHECK(buf != NULL);
-	CHECK(pthread_create(&t, NULL, inorder_writer, &a) == 0);
-	for (;;) {
-		size_t ask = rsizes[i++ % (sizeof(rsizes) / sizeof(rsizes[0]))];
-		ssize_t got = up_read(r, buf, ask);
-
-		CHECK_OK(got);
-		if (got == 0)
-			break;
-		CHECK((size_t)got <= ask);
-		if (harness_verify(a.seed, off, buf, (size_t)got) != (size_t)-1) {
-			fprintf(stderr, "mismatch near offset %llu\n", (unsigned long long)off);
-			CHECK(0);
-		}
-		off += (uint64_t)got;
-	}
-	CHECK(pthread_join(t, NULL) == 0);
-	CHECK_EQ(off, a.total);
-	CHECK_EQ(off, inorder_total());
-	CHECK_OK(up_close(r));
-	up_pipe_release(p);
-	free(buf);
+	stream_run(&m);
 }
 
 static void inorder_many_sizes_4k_pages(void)
@@ -330,54 +300,19 @@ static void writev_readv_gather_scatter(void)
 
 /* ---- sizes: writes larger than the capacity ---- */
 
-struct big_arg {
-	struct up_end *w;
-	size_t len;
-	ssize_t ret;
-};
-
-static void *big_writer(void *arg)
-{
-	struct big_arg *a = arg;
-	uint8_t *buf = malloc(a->len);
-
-	CHECK(buf != NULL);
-	harness_fill(61, 0, buf, a->len);
-	a->ret = up_write(a->w, buf, a->len);
-	CHECK_OK(up_close(a->w));
-	free(buf);
-	return NULL;
-}
-
+/* One blocking write of 8 MiB into a pipe of 64 or 128 KiB returns all of
+ * it, once a reader thread reading random sizes up to 1 MiB has taken it. */
 static void big_write_case(size_t cap, size_t page)
 {
-	struct up_pipe *p = mk_pipe(cap, page);
-	struct up_end *r = mk_end(p, UP_RD);
-	struct big_arg a = { mk_end(p, UP_WR), 8 * MiB, 0 };
-	uint8_t *buf = malloc(1 * MiB);
-	struct harness_rng rng;
-	uint64_t off = 0;
-	pthread_t t;
+	struct stream_mode m = {
+		.name = "write_larger_than_capacity", .capacity = cap, .page = page,
+		.seed = 61, .bytes = 8 * MiB,
+		.writer_at = STREAM_THREAD, .reader_at = STREAM_HERE,
+		.wbuf = 8 * MiB, .rbuf = 1 * MiB, .rrng = cap ^ page,
+		.write_size = stream_write_rest, .read_size = stream_read_random,
+	};
 
-	CHECK(buf != NULL);
-	harness_rng_seed(&rng, cap ^ page);
-	CHECK(pthread_create(&t, NULL, big_writer, &a) == 0);
-	for (;;) {
-		size_t ask = (size_t)harness_rng_range(&rng, 1, 1 * MiB);
-		ssize_t n = up_read(r, buf, ask);
-
-		CHECK_OK(n);
-		if (n == 0)
-			break;
-		CHECK_EQ(harness_verify(61, off, buf, (size_t)n), (size_t)-1);
-		off += (uint64_t)n;
-	}
-	CHECK(pthread_join(t, NULL) == 0);
-	CHECK_EQ(a.ret, (ssize_t)(8 * MiB)); /* one blocking call, all of it */
-	CHECK_EQ(off, 8 * MiB);
-	CHECK_OK(up_close(r));
-	up_pipe_release(p);
-	free(buf);
+	stream_run(&m);
 }
 
 static void write_larger_than_capacity(void)

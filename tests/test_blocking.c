@@ -53,6 +53,19 @@ struct blk_arg {
 	uint8_t buf[256];
 };
 
+/* Starts @fn (a blk_* thread) on @a and returns once it has said it is
+ * about to call into the library, after a bounded wait for it to be seen
+ * asleep there (nudge_until_asleep): returns whether it was. */
+static bool start_blocked(struct up_pipe *p, pthread_t *t, void *(*fn)(void *),
+			  struct blk_arg *a)
+{
+	uint64_t w0 = waits_of(p);
+
+	CHECK(pthread_create(t, NULL, fn, a) == 0);
+	spin_until(&a->started);
+	return nudge_until_asleep(p, w0);
+}
+
 static void *blk_writer(void *arg)
 {
 	struct blk_arg *a = arg;
@@ -76,7 +89,6 @@ static void blocking_writer_woken_by_reader(void)
 		struct up_end *wnb = mk_end(p, UP_WR | UP_NONBLOCK);
 		struct blk_arg a;
 		size_t full;
-		uint64_t w0;
 		pthread_t t;
 
 		full = fill_nb(wnb, 21, 0);
@@ -87,10 +99,7 @@ static void blocking_writer_woken_by_reader(void)
 		a.seed = 21;
 		a.off = full;
 		a.len = round % 2 ? 100 : 3 * 4096 + 123;
-		w0 = waits_of(p);
-		CHECK(pthread_create(&t, NULL, blk_writer, &a) == 0);
-		spin_until(&a.started);
-		slept += nudge_until_asleep(p, w0);
+		slept += start_blocked(p, &t, blk_writer, &a);
 		/* the reader drains: the blocked writer must wake and finish */
 		read_pat(r, 21, 0, full + a.len);
 		CHECK(pthread_join(t, NULL) == 0);
@@ -120,15 +129,11 @@ static void blocking_reader_woken_by_writer(void)
 		struct up_pipe *p = mk_pipe(0, round % 2 ? 64 * KiB : 4096);
 		struct up_end *r = mk_end(p, UP_RD), *w = mk_end(p, UP_WR);
 		struct blk_arg a;
-		uint64_t w0;
 		pthread_t t;
 
 		memset(&a, 0, sizeof(a));
 		a.e = r;
-		w0 = waits_of(p);
-		CHECK(pthread_create(&t, NULL, blk_reader, &a) == 0);
-		spin_until(&a.started);
-		slept += nudge_until_asleep(p, w0);
+		slept += start_blocked(p, &t, blk_reader, &a);
 		CHECK_EQ(up_write(w, "wake!", 5), 5);
 		CHECK(pthread_join(t, NULL) == 0);
 		CHECK(a.ret >= 1 && a.ret <= 5);
@@ -155,7 +160,6 @@ static void blocking_reader_woken_by_last_writer_close(void)
 		struct up_end *r = mk_end(p, UP_RD), *w = mk_end(p, UP_WR);
 		struct up_end *w2 = mk_end(p, UP_WR);
 		struct blk_arg a;
-		uint64_t w0;
 		pthread_t t;
 
 		/* a second writer that closes first: not the last one */
@@ -163,10 +167,7 @@ static void blocking_reader_woken_by_last_writer_close(void)
 		memset(&a, 0, sizeof(a));
 		a.e = r;
 		a.ret = -12345;
-		w0 = waits_of(p);
-		CHECK(pthread_create(&t, NULL, blk_reader, &a) == 0);
-		spin_until(&a.started);
-		slept += nudge_until_asleep(p, w0);
+		slept += start_blocked(p, &t, blk_reader, &a);
 		CHECK_OK(up_close(w));
 		CHECK(pthread_join(t, NULL) == 0);
 		CHECK_EQ(a.ret, 0);
@@ -196,16 +197,12 @@ static void blocking_peek_woken_by_last_writer_close(void)
 		struct up_pipe *p = mk_pipe(0, 0);
 		struct up_end *r = mk_end(p, UP_RD), *w = mk_end(p, UP_WR);
 		struct blk_arg a;
-		uint64_t w0;
 		pthread_t t;
 
 		memset(&a, 0, sizeof(a));
 		a.e = r;
 		a.ret = -12345;
-		w0 = waits_of(p);
-		CHECK(pthread_create(&t, NULL, blk_peeker, &a) == 0);
-		spin_until(&a.started);
-		nudge_until_asleep(p, w0);
+		start_blocked(p, &t, blk_peeker, &a);
 		CHECK_OK(up_close(w));
 		CHECK(pthread_join(t, NULL) == 0);
 		CHECK_EQ(a.ret, 0);
@@ -223,7 +220,6 @@ static void blocking_writer_woken_by_last_reader_close(void)
 		struct up_end *r = mk_end(p, UP_RD), *w = mk_end(p, UP_WR);
 		struct up_end *wnb = mk_end(p, UP_WR | UP_NONBLOCK);
 		struct blk_arg a;
-		uint64_t w0;
 		pthread_t t;
 
 		CHECK_EQ(fill_nb(wnb, 22, 0), up_capacity(p));
@@ -233,10 +229,7 @@ static void blocking_writer_woken_by_last_reader_close(void)
 		a.seed = 22;
 		a.len = round % 2 ? 10 : 3 * 4096;
 		a.ret = -12345;
-		w0 = waits_of(p);
-		CHECK(pthread_create(&t, NULL, blk_writer, &a) == 0);
-		spin_until(&a.started);
-		nudge_until_asleep(p, w0);
+		start_blocked(p, &t, blk_writer, &a);
 		CHECK_OK(up_close(r));
 		CHECK(pthread_join(t, NULL) == 0);
 		/* full pipe, no progress possible: the writer gets -EPIPE */

@@ -106,8 +106,9 @@ static void nonblock_small_write_all_or_nothing(void)
 	}
 }
 
-/* DESIGN.md "Data path" 1: a small write appends in place when the last
- * published page has room, so a non-blocking write that fits is accepted. */
+/* A small write appends in place when the last published page has room
+ * (instead of taking a page of its own), so a non-blocking write that fits
+ * that room is accepted although no whole page is free. */
 static void nonblock_small_write_uses_room_in_last_page(void)
 {
 	struct up_pipe *p = mk_pipe(64 * KiB, 4096);

@@ -113,11 +113,6 @@ static HARNESS_UNUSED void harness_on_alarm(int sig)
 	_exit(1);
 }
 
-/*
- * Arm (or re-arm) the watchdog: after @seconds the process prints
- * "watchdog: timed out" and exits 1. alarm() is per process and is not
- * inherited by fork(), so a forked child arms its own.
- */
 /* Scheduler state letter ('S' asleep, 'R' running, ...) of thread @tid, any
  * process, from /proc/<tid>/stat; 0 if unreadable. Tests use it to know a
  * peer really sleeps in the kernel before acting, instead of sleeping. */
@@ -159,6 +154,11 @@ static HARNESS_UNUSED void *harness_writer_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Arm (or re-arm) the watchdog: after @seconds the process prints
+ * "watchdog: timed out" and exits 1. alarm() is per process and is not
+ * inherited by fork(), so a forked child arms its own.
+ */
 static HARNESS_UNUSED void harness_watchdog(unsigned seconds)
 {
 	struct sigaction sa;
@@ -282,12 +282,6 @@ static HARNESS_UNUSED double harness_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/*
- * Waiting for a child with a deadline, without sleeping: SIGCHLD is blocked
- * (call harness_block_sigchld() before the fork) and sigtimedwait() returns
- * as soon as a child changes state. On timeout the child is killed with
- * SIGKILL and reaped, and -ETIMEDOUT is returned; otherwise 0 and *status.
- */
 /* CLOCK_MONOTONIC in nanoseconds. */
 static HARNESS_UNUSED uint64_t harness_now_ns(void)
 {
@@ -330,6 +324,12 @@ static HARNESS_UNUSED void harness_block_sigchld(void)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
+/*
+ * Waiting for a child with a deadline, without sleeping: SIGCHLD is blocked
+ * (call harness_block_sigchld() before the fork) and sigtimedwait() returns
+ * as soon as a child changes state. On timeout the child is killed with
+ * SIGKILL and reaped, and -ETIMEDOUT is returned; otherwise 0 and *status.
+ */
 static HARNESS_UNUSED int harness_wait_child(pid_t pid, double timeout_s, int *status)
 {
 	double deadline = harness_now() + timeout_s;

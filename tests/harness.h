@@ -113,11 +113,6 @@ static HARNESS_UNUSED void harness_on_alarm(int sig)
 	_exit(1);
 }
 
-/*
- * Arm (or re-arm) the watchdog: after @seconds the process prints
- * "watchdog: timed out" and exits 1. alarm() is per process and is not
- * inherited by fork(), so a forked child arms its own.
- */
 /* Scheduler state letter ('S' asleep, 'R' running, ...) of thread @tid, any
  * process, from /proc/<tid>/stat; 0 if unreadable. Tests use it to know a
  * peer really sleeps in the kernel before acting, instead of sleeping. */
@@ -159,6 +154,11 @@ static HARNESS_UNUSED void *harness_writer_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Arm (or re-arm) the watchdog: after @seconds the process prints
+ * "watchdog: timed out" and exits 1. alarm() is per process and is not
+ * inherited by fork(), so a forked child arms its own.
+ */
 static HARNESS_UNUSED void harness_watchdog(unsigned seconds)
 {
 	struct sigaction sa;
@@ -282,12 +282,6 @@ static HARNESS_UNUSED double harness_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/*
- * Waiting for a child with a deadline, without sleeping: SIGCHLD is blocked
- * (call harness_block_sigchld() before the fork) and sigtimedwait() returns
- * as soon as a child changes state. On timeout the child is killed with
- * SIGKILL and reaped, and -ETIMEDOUT is returned; otherwise 0 and *status.
- */
 /* CLOCK_MONOTONIC in nanoseconds. */
 static HARNESS_UNUSED uint64_t harness_now_ns(void)
 {
@@ -330,6 +324,12 @@ static HARNESS_UNUSED void harness_block_sigchld(void)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
+/*
+ * Waiting for a child with a deadline, without sleeping: SIGCHLD is blocked
+ * (call harness_block_sigchld() before the fork) and sigtimedwait() returns
+ * as soon as a child changes state. On timeout the child is killed with
+ * SIGKILL and reaped, and -ETIMEDOUT is returned; otherwise 0 and *status.
+ */
 static HARNESS_UNUSED int harness_wait_child(pid_t pid, double timeout_s, int *status)
 {
 	double deadline = harness_now() + timeout_s;
@@ -384,6 +384,56 @@ static HARNESS_UNUSED void harness_reap_ok(pid_t pid, double timeout_s, const ch
 			WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 		harness_fail();
 	}
+}
+
+/*
+ * fork() for a test's child process: stdio is flushed first (or the child
+ * would print the parent's buffered output again), and the child arms a
+ * watchdog of its own (@watchdog_s), alarm() not being inherited.
+ */
+static HARNESS_UNUSED pid_t harness_fork(unsigned watchdog_s)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		harness_watchdog(watchdog_s);
+	return pid;
+}
+
+/* In a forked child: map the inherited memfd afresh, as a real peer process
+ * would, instead of using the parent's handles. */
+static HARNESS_UNUSED struct up_pipe *harness_attach(struct up_pipe *inherited)
+{
+	struct up_pipe *q = NULL;
+	int fd = up_pipe_fd(inherited);
+
+	CHECK(fd >= 0);
+	CHECK_OK(up_pipe_attach(fd, &q));
+	CHECK(q != NULL);
+	return q;
+}
+
+/* Start-up ordering between processes through a kernel pipe(2): a child
+ * says "ready" (its end is open) with one byte, the parent waits for it. */
+static HARNESS_UNUSED void harness_signal_ready(int fd)
+{
+	CHECK_EQ(write(fd, "R", 1), 1);
+}
+
+static HARNESS_UNUSED void harness_wait_ready(int fd)
+{
+	char c = 0;
+	ssize_t r;
+
+	do
+		r = read(fd, &c, 1);
+	while (r < 0 && errno == EINTR);
+	CHECK_EQ(r, 1);
+	CHECK_EQ(c, 'R');
 }
 
 #endif /* UP_TESTS_HARNESS_H */

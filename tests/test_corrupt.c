@@ -2,7 +2,7 @@
 /*
  * test_corrupt.c - a hostile or buggy peer rewrites the shared segment.
  *
- * DESIGN.md: everything read from the segment is untrusted; a violation marks
+ * The rule: everything read from the segment is untrusted; a violation marks
  * the pipe broken and returns -EPROTO; the library never crashes, never reads
  * or writes outside the segment and never spins forever.
  *

@@ -37,14 +37,16 @@ static void die_holding(struct up_pipe *p, int role, int which_lock)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-static void nonblocking_reader_takes_over(void)
+/* A reader, blocking or not (@flags), finds the readers' lock named after
+ * a dead process and takes it over: the bytes written before are read. */
+static void reader_takes_over(int flags)
 {
 	struct up_pipe *p;
 	struct up_end *r, *w;
 	char buf[16];
 
 	CHECK_OK(up_pipe_create(NULL, &p));
-	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &r));
+	CHECK_OK(up_open(p, UP_RD | flags, &r));
 	CHECK_OK(up_open(p, UP_WR, &w));
 	CHECK_EQ(up_write(w, "hello", 5), 5);
 	die_holding(p, UP_RD, 0);
@@ -52,6 +54,11 @@ static void nonblocking_reader_takes_over(void)
 	up_close(w);
 	up_close(r);
 	up_pipe_release(p);
+}
+
+static void nonblocking_reader_takes_over(void)
+{
+	reader_takes_over(UP_NONBLOCK);
 }
 
 static void nonblocking_writer_takes_over(void)
@@ -73,19 +80,7 @@ static void nonblocking_writer_takes_over(void)
 
 static void blocking_reader_takes_over(void)
 {
-	struct up_pipe *p;
-	struct up_end *r, *w;
-	char buf[16];
-
-	CHECK_OK(up_pipe_create(NULL, &p));
-	CHECK_OK(up_open(p, UP_RD, &r));
-	CHECK_OK(up_open(p, UP_WR, &w));
-	CHECK_EQ(up_write(w, "hello", 5), 5);
-	die_holding(p, UP_RD, 0);
-	CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
-	up_close(w);
-	up_close(r);
-	up_pipe_release(p);
+	reader_takes_over(0);
 }
 
 /* More processes than the endpoint table has entries die without closing:

@@ -25,6 +25,7 @@
 #include <sys/uio.h>
 
 #include "harness.h"
+#include "stream_harness.h"
 #include "uringpipe.h"
 
 #define KiB ((size_t)1024)
@@ -82,198 +83,79 @@ static struct up_pipe *mk_pipe(size_t capacity, size_t page)
 	return p;
 }
 
-/* In a forked child: map the inherited memfd afresh. */
-static struct up_pipe *child_attach(struct up_pipe *inherited)
-{
-	struct up_pipe *q = NULL;
-	int fd = up_pipe_fd(inherited);
+/* ------------------------------------------------------------------ cases */
 
-	CHECK(fd >= 0);
-	CHECK_OK(up_pipe_attach(fd, &q));
-	CHECK(q != NULL);
-	return q;
+/*
+ * 16 MiB (and a bit) across processes in every direction: parent to child,
+ * child to parent, and between two children while the parent holds no data
+ * end at all (anchors only, until both are open). Random write and read
+ * sizes up to 64 KiB; tests/stream_harness.h checks every byte and the
+ * total, in whichever process reads.
+ */
+#define FORK_BYTES (16 * MiB + 12345)
+
+static struct stream_mode fork_mode(const char *name, uint64_t seed, size_t bytes)
+{
+	struct stream_mode m = {
+		.name = name, .seed = seed, .bytes = bytes,
+		.wbuf = 64 * KiB, .rbuf = 64 * KiB, .wrng = seed, .rrng = seed ^ 0x5555,
+		.write_size = stream_write_random, .read_size = stream_read_random,
+	};
+
+	return m;
 }
 
-static void signal_ready(int fd)
+static void fork_stream(const char *name, size_t cap, size_t page, uint64_t seed, size_t bytes,
+			enum stream_at writer_at, enum stream_at reader_at)
 {
-	CHECK_EQ(write(fd, "R", 1), 1);
+	struct stream_mode m = fork_mode(name, seed, bytes);
+
+	m.capacity = cap;
+	m.page = page;
+	m.writer_at = writer_at;
+	m.reader_at = reader_at;
+	stream_run(&m);
 }
 
-static void wait_ready(int fd)
-{
-	char c = 0;
-	ssize_t r;
-
-	do
-		r = read(fd, &c, 1);
-	while (r < 0 && errno == EINTR);
-	CHECK_EQ(r, 1);
-	CHECK_EQ(c, 'R');
-}
-
+/* One side of such a stream on an end opened by hand (the dead peers). */
 static void stream_write(struct up_end *w, uint64_t seed, size_t total)
 {
-	struct harness_rng rng;
-	uint8_t buf[64 * 1024];
-	size_t off = 0;
+	struct stream_mode m = fork_mode("stream_write", seed, total);
+	struct stream_side s;
 
-	harness_rng_seed(&rng, seed);
-	while (off < total) {
-		size_t n = (size_t)harness_rng_range(&rng, 1, sizeof(buf));
-		ssize_t r;
-
-		if (n > total - off)
-			n = total - off;
-		harness_fill(seed, off, buf, n);
-		r = up_write(w, buf, n);
-		CHECK_EQ(r, (ssize_t)n);
-		off += n;
-	}
+	stream_side_init(&s, &m, true);
+	s.e = w;
+	stream_write_side(&s);
 }
 
 /* Reads to EOF, checking the pattern; returns the bytes read. */
 static size_t stream_read(struct up_end *r, uint64_t seed)
 {
-	struct harness_rng rng;
-	uint8_t buf[64 * 1024];
-	size_t off = 0;
+	struct stream_mode m = fork_mode("stream_read", seed, 0);
+	struct stream_side s;
 
-	harness_rng_seed(&rng, seed ^ 0x5555);
-	for (;;) {
-		size_t ask = (size_t)harness_rng_range(&rng, 1, sizeof(buf));
-		ssize_t n = up_read(r, buf, ask);
-
-		CHECK_OK(n);
-		if (n == 0)
-			return off;
-		CHECK((size_t)n <= ask);
-		if (harness_verify(seed, off, buf, (size_t)n) != (size_t)-1) {
-			fprintf(stderr, "stream mismatch near offset %zu\n", off);
-			CHECK(0);
-		}
-		off += (size_t)n;
-	}
+	stream_side_init(&s, &m, false);
+	s.e = r;
+	return stream_read_side(&s);
 }
-
-static pid_t fork_child(void)
-{
-	pid_t pid;
-
-	fflush(stdout);
-	fflush(stderr);
-	pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0)
-		harness_watchdog(60);
-	return pid;
-}
-
-/* ------------------------------------------------------------------ cases */
-
-#define FORK_BYTES (16 * MiB + 12345)
 
 static void fork_parent_writes_child_reads(void)
 {
-	struct up_pipe *p = mk_pipe(256 * KiB, 4096);
-	struct up_end *w = mk_end(p, UP_WR); /* before fork: the child must not see EOF */
-	int rdy[2];
-	pid_t pid;
-
-	CHECK_SYS(pipe(rdy));
-	pid = fork_child();
-	if (pid == 0) {
-		struct up_pipe *q = child_attach(p);
-		struct up_end *r = mk_end(q, UP_RD);
-
-		signal_ready(rdy[1]);
-		CHECK_EQ(stream_read(r, 101), FORK_BYTES);
-		CHECK_OK(up_close(r));
-		up_pipe_release(q);
-		_exit(0);
-	}
-	wait_ready(rdy[0]); /* a reader exists: writing cannot -EPIPE */
-	stream_write(w, 101, FORK_BYTES);
-	CHECK_OK(up_close(w));
-	harness_reap_ok(pid, 30, "fork_parent_writes_child_reads");
-	close(rdy[0]);
-	close(rdy[1]);
-	up_pipe_release(p);
+	fork_stream(__func__, 256 * KiB, 4096, 101, FORK_BYTES, STREAM_HERE, STREAM_CHILD);
 }
 
 static void fork_child_writes_parent_reads(void)
 {
-	struct up_pipe *p = mk_pipe(256 * KiB, 64 * KiB);
-	struct up_end *r = mk_end(p, UP_RD);
-	struct up_end *anchor = mk_end(p, UP_WR); /* holds the stream open until the child's writer exists */
-	int rdy[2];
-	pid_t pid;
-
-	CHECK_SYS(pipe(rdy));
-	pid = fork_child();
-	if (pid == 0) {
-		struct up_pipe *q = child_attach(p);
-		struct up_end *w = mk_end(q, UP_WR);
-
-		signal_ready(rdy[1]);
-		stream_write(w, 102, FORK_BYTES);
-		CHECK_OK(up_close(w));
-		up_pipe_release(q);
-		_exit(0);
-	}
-	wait_ready(rdy[0]);
-	CHECK_OK(up_close(anchor));
-	/* EOF only once the child's writer is closed, after all its bytes */
-	CHECK_EQ(stream_read(r, 102), FORK_BYTES);
-	CHECK_OK(up_close(r));
-	harness_reap_ok(pid, 30, "fork_child_writes_parent_reads");
-	close(rdy[0]);
-	close(rdy[1]);
-	up_pipe_release(p);
+	fork_stream(__func__, 256 * KiB, 64 * KiB, 102, FORK_BYTES, STREAM_CHILD, STREAM_HERE);
 }
 
 static void fork_both_children(void)
 {
-	/* parent holds no data end at all: two children, writer and reader */
-	struct up_pipe *p = mk_pipe(64 * KiB, 4096);
-	struct up_end *ar = mk_end(p, UP_RD), *aw = mk_end(p, UP_WR);
-	int rdy[2];
-	pid_t pw, pr;
-
-	CHECK_SYS(pipe(rdy));
-	pr = fork_child();
-	if (pr == 0) {
-		struct up_pipe *q = child_attach(p);
-		struct up_end *r = mk_end(q, UP_RD);
-
-		signal_ready(rdy[1]);
-		CHECK_EQ(stream_read(r, 103), 4 * MiB);
-		CHECK_OK(up_close(r));
-		up_pipe_release(q);
-		_exit(0);
-	}
-	pw = fork_child();
-	if (pw == 0) {
-		struct up_pipe *q = child_attach(p);
-		struct up_end *w = mk_end(q, UP_WR);
-
-		signal_ready(rdy[1]);
-		stream_write(w, 103, 4 * MiB);
-		CHECK_OK(up_close(w));
-		up_pipe_release(q);
-		_exit(0);
-	}
-	wait_ready(rdy[0]);
-	wait_ready(rdy[0]);
-	CHECK_OK(up_close(ar));
-	CHECK_OK(up_close(aw));
-	harness_reap_ok(pw, 30, "fork_both_children writer");
-	harness_reap_ok(pr, 30, "fork_both_children reader");
-	close(rdy[0]);
-	close(rdy[1]);
-	up_pipe_release(p);
+	fork_stream(__func__, 64 * KiB, 4096, 103, 4 * MiB, STREAM_CHILD, STREAM_CHILD);
 }
 
-/* DESIGN.md: a peer process that dies without closing counts as closed. */
+/* A peer process that dies without closing counts as closed: the reader
+ * gets the bytes the writer wrote, then end of stream instead of a hang. */
 static void dead_writer_counts_as_closed(void)
 {
 	struct up_pipe *p = mk_pipe(64 * KiB, 4096);
@@ -283,28 +165,28 @@ static void dead_writer_counts_as_closed(void)
 	pid_t pid;
 
 	CHECK_SYS(pipe(rdy));
-	pid = fork_child();
+	pid = harness_fork(60);
 	if (pid == 0) {
-		struct up_pipe *q = child_attach(p);
+		struct up_pipe *q = harness_attach(p);
 		struct up_end *w = mk_end(q, UP_WR);
 
 		stream_write(w, 104, 10000);
-		signal_ready(rdy[1]);
+		harness_signal_ready(rdy[1]);
 		_exit(0); /* no up_close: the process just dies */
 	}
-	wait_ready(rdy[0]);
+	harness_wait_ready(rdy[0]);
 	CHECK_OK(up_close(anchor));
 	CHECK_EQ(harness_wait_child(pid, 30, &status), 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	t_dead = harness_now();
 	/* the bytes it wrote first, then end of stream (not a hang) */
 	printf("# blocking read: a writer that died without up_close must count as closed\n");
-	harness_watchdog(10); /* DESIGN.md: noticed within 100 ms */
+	harness_watchdog(10); /* due within 100 ms; 10 s turns "never" into a failure */
 	CHECK_EQ(stream_read(r, 104), 10000);
 	t_eof = harness_now();
 	harness_watchdog(120);
 	printf("# dead writer noticed %.1f ms after it was reaped\n", (t_eof - t_dead) * 1e3);
-	CHECK(t_eof - t_dead < 5.0); /* the design says 100 ms; this only catches "never" */
+	CHECK(t_eof - t_dead < 5.0); /* 100 ms is due (test_peer_death measures it); this only catches "never" */
 	{
 		struct up_stats st;
 
@@ -328,20 +210,20 @@ static void dead_reader_gives_epipe(void)
 	pid_t pid;
 
 	CHECK_SYS(pipe(rdy));
-	pid = fork_child();
+	pid = harness_fork(60);
 	if (pid == 0) {
-		struct up_pipe *q = child_attach(p);
+		struct up_pipe *q = harness_attach(p);
 
 		(void)mk_end(q, UP_RD);
-		signal_ready(rdy[1]);
+		harness_signal_ready(rdy[1]);
 		_exit(0); /* dies holding a reader */
 	}
-	wait_ready(rdy[0]);
+	harness_wait_ready(rdy[0]);
 	CHECK_OK(up_close(anchor));
 	CHECK_EQ(harness_wait_child(pid, 30, &status), 0);
 	/* blocking writes fill the pipe, then must see the reader is gone */
 	printf("# blocking write: a reader that died without up_close must count as closed\n");
-	harness_watchdog(10); /* DESIGN.md: noticed within 100 ms */
+	harness_watchdog(10); /* due within 100 ms; 10 s turns "never" into a failure */
 	memset(buf, 7, sizeof(buf));
 	for (;;) {
 		r = up_write(w, buf, sizeof(buf));

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_peer_death.c - SIGKILL of a peer process (issue 3, DESIGN.md "a peer
- * process that dies without closing counts as closed, found within 100 ms
- * even while the other side sleeps").
+ * test_peer_death.c - SIGKILL of a peer process (issue 3: a peer process
+ * that dies without closing counts as closed, and the survivor finds out
+ * within 100 ms even while it sleeps).
  *
  * Usage: test_peer_death [CASE] [--reps N]
  *

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "rec_harness.h"
 #include "up_int.h"
 #include "uringpipe.h"
 #include "uringpipe/uring.h"
@@ -561,14 +562,15 @@ static void blocked_writer_is_not_left_behind_a_poller(void)
  * records, beside a blocking writer, into a small pipe that one reader
  * drains. They wait on pages, on each other's lock word and on commits. A
  * lost wake shows as a poll(2) that reaches its 10 s deadline; the reader
- * checks every record (writer, sequence, contents) in order per writer.
+ * (tests/rec_harness.h) checks every record (writer, sequence, contents) in
+ * order per writer.
  */
 #define PW_WRITERS 4 /* writer 0 blocks, 1..3 are in poll mode */
 #define PW_RECORDS 20000
 
+/* The mode's state of one writer (tests/rec_harness.h runs the writers). */
 struct pw_writer {
-	struct up_end *w;
-	int id;
+	int fd;
 	int armed, on_lock, stalls;
 };
 
@@ -584,122 +586,120 @@ static void pw_record(unsigned char *b, int id, uint32_t seq, size_t *len)
 	*len = n;
 }
 
-/* Non-blocking call returned -EAGAIN: arm and wait for the fd. */
-static void pw_wait(struct pw_writer *pw, int fd)
+static size_t pw_make(const struct rec_mode *m, uint8_t *b, uint32_t id, uint32_t seq)
 {
-	int r = up_poll_arm(pw->w);
+	size_t len;
+
+	(void)m;
+	pw_record(b, (int)id, seq, &len);
+	return len;
+}
+
+static void pw_head(const uint8_t *b, uint32_t *id, size_t *len)
+{
+	*id = b[0];
+	*len = b[1];
+}
+
+static int pw_flags(uint32_t id)
+{
+	return UP_WR | (id ? UP_NONBLOCK : 0);
+}
+
+static void pw_setup(struct rec_writer *rw)
+{
+	struct pw_writer *pw = rw->ctx;
+
+	pw->fd = rw->id ? pollfd_or_skip(rw->w) : -1;
+}
+
+/* Non-blocking call returned -EAGAIN: arm and wait for the fd. */
+static void pw_wait(struct rec_writer *rw)
+{
+	struct pw_writer *pw = rw->ctx;
+	int r = up_poll_arm(rw->w);
 
 	CHECK(r == 0 || r == 1);
 	if (r == 1)
 		return;
 	pw->armed++;
-	if (pw->w->armed_on != UP_ARMED_ON_LINE)
+	if (rw->w->armed_on != UP_ARMED_ON_LINE)
 		pw->on_lock++;
-	if (!wait_fd(fd, 10000))
+	if (!wait_fd(pw->fd, 10000))
 		pw->stalls++;
 }
 
-static void *pw_main(void *arg)
+static bool pw_send(struct rec_writer *rw, const uint8_t *rec, size_t n, uint32_t seq)
 {
-	struct pw_writer *pw = arg;
-	int fd = pw->id ? up_pollfd(pw->w) : -1;
-	unsigned char rec[64];
+	struct pw_writer *pw = rw->ctx;
 
-	for (uint32_t seq = 0; seq < PW_RECORDS && pw->stalls == 0; seq++) {
-		size_t n;
+	if (rw->id == 0 || (seq & 1)) {
+		ssize_t r;
 
-		pw_record(rec, pw->id, seq, &n);
-		if (pw->id == 0 || (seq & 1)) {
-			ssize_t r;
+		while ((r = up_write(rw->w, rec, n)) == -EAGAIN)
+			pw_wait(rw);
+		CHECK_EQ(r, (ssize_t)n);
+	} else {
+		struct iovec iov[2];
+		int cnt = 2, c;
+		ssize_t r;
 
-			while ((r = up_write(pw->w, rec, n)) == -EAGAIN)
-				pw_wait(pw, fd);
-			CHECK_EQ(r, (ssize_t)n);
-		} else {
-			struct iovec iov[2];
-			int cnt = 2, c;
-			ssize_t r;
-
-			while ((r = up_reserve(pw->w, n, iov, &cnt)) == -EAGAIN) {
-				pw_wait(pw, fd);
-				cnt = 2;
-			}
-			CHECK_EQ(r, (ssize_t)n);
-			CHECK_EQ(cnt, 1);
-			memcpy(iov[0].iov_base, rec, n);
-			/* Now and then hold the reservation (and with it, often,
-			 * the writers' lock) across a yield, so that the others
-			 * find the lock held. */
-			if ((seq & 6) == 0)
-				sched_yield();
-			while ((c = up_commit(pw->w, n)) == -EAGAIN)
-				pw_wait(pw, fd);
-			CHECK_OK(c);
+		while ((r = up_reserve(rw->w, n, iov, &cnt)) == -EAGAIN) {
+			pw_wait(rw);
+			cnt = 2;
 		}
+		CHECK_EQ(r, (ssize_t)n);
+		CHECK_EQ(cnt, 1);
+		memcpy(iov[0].iov_base, rec, n);
+		/* Now and then hold the reservation (and with it, often,
+		 * the writers' lock) across a yield, so that the others
+		 * find the lock held. */
+		if ((seq & 6) == 0)
+			sched_yield();
+		while ((c = up_commit(rw->w, n)) == -EAGAIN)
+			pw_wait(rw);
+		CHECK_OK(c);
 	}
-	CHECK_OK(up_close(pw->w));
-	return NULL;
+	return pw->stalls == 0; /* a lost wake: stop, done() fails it */
+}
+
+static void pw_done(struct rec_writer *rw)
+{
+	struct pw_writer *pw = rw->ctx;
+
+	CHECK_EQ(pw->stalls, 0);
 }
 
 static void poll_writers_under_contention(void)
 {
 	struct up_config cfg;
 	struct up_pipe *p;
-	struct up_end *r;
 	struct pw_writer pw[PW_WRITERS];
-	pthread_t th[PW_WRITERS];
-	uint32_t next[PW_WRITERS] = { 0 };
-	static unsigned char buf[1 << 16];
-	unsigned char exp[64];
-	size_t have = 0;
+	struct rec_writer ws[PW_WRITERS];
+	struct rec_mode m = {
+		.name = "poll_writers_under_contention", .writers = PW_WRITERS,
+		.records = PW_RECORDS, .hdr_len = 2, .max_len = 64,
+		.make = pw_make, .head = pw_head, .flags = pw_flags, .setup = pw_setup,
+		.send = pw_send, .done = pw_done,
+	};
 	int armed = 0, on_lock = 0;
-	ssize_t n;
 
 	up_config_init(&cfg);
 	cfg.capacity = 16 * 1024;
 	cfg.page_size = 4096;
 	CHECK_OK(up_pipe_create(&cfg, &p));
-	CHECK_OK(up_open(p, UP_RD, &r));
-	for (int i = 0; i < PW_WRITERS; i++) {
-		pw[i].id = i;
-		pw[i].armed = pw[i].on_lock = pw[i].stalls = 0;
-		CHECK_OK(up_open(p, UP_WR | (i ? UP_NONBLOCK : 0), &pw[i].w));
-		if (i)
-			(void)pollfd_or_skip(pw[i].w);
-	}
+	memset(pw, 0, sizeof(pw));
+	memset(ws, 0, sizeof(ws));
 	for (int i = 0; i < PW_WRITERS; i++)
-		CHECK_EQ(pthread_create(&th[i], NULL, pw_main, &pw[i]), 0);
-	while ((n = up_read(r, buf + have, sizeof(buf) - have)) > 0) {
-		size_t off = 0;
-
-		have += (size_t)n;
-		while (have - off >= 2 && have - off >= buf[off + 1]) {
-			int id = buf[off];
-			size_t len;
-
-			CHECK(id < PW_WRITERS);
-			pw_record(exp, id, next[id], &len);
-			CHECK_EQ(buf[off + 1], len);
-			CHECK(memcmp(buf + off, exp, len) == 0);
-			next[id]++;
-			off += len;
-		}
-		memmove(buf, buf + off, have - off);
-		have -= off;
-	}
-	CHECK_EQ(n, 0);
-	CHECK_EQ(have, 0);
+		ws[i].ctx = &pw[i];
+	rec_run(&m, p, ws);
 	for (int i = 0; i < PW_WRITERS; i++) {
-		CHECK_EQ(pthread_join(th[i], NULL), 0);
-		CHECK_EQ(pw[i].stalls, 0);
-		CHECK_EQ(next[i], PW_RECORDS);
 		armed += pw[i].armed;
 		on_lock += pw[i].on_lock;
 	}
 	CHECK_EQ(atomic_load(&p->ln->wlock.npoll), 0);
 	printf("# %d records from each of %d writers; poll-mode writers armed %d times,"
 	       " %d of them on another writer's lock\n", PW_RECORDS, PW_WRITERS, armed, on_lock);
-	up_close(r);
 	up_pipe_release(p);
 }
 

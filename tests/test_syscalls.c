@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_syscalls.c - the syscall budget of a saturated stream (issue 3,
- * DESIGN.md "Wakeups and the syscall budget").
+ * test_syscalls.c - the syscall budget of a saturated stream (issue 3: a
+ * stream that never waits must not pay system calls per write).
  *
  * Usage: test_syscalls [--mib N] [--stream-only]
  *
@@ -10,7 +10,7 @@
  * The library's own count of its system calls (up_stats().syscalls, both
  * ends, same process) must not be proportional to the writes: syscalls * 16
  * < writes. A kernel pipe makes two per write. This is deliberately looser
- * than DESIGN.md's "a handful per GiB": on a 2-vCPU VM the writer
+ * than the goal of "a handful per GiB": on a 2-vCPU VM the writer
  * legitimately sleeps whenever the ring is full and the reader is descheduled,
  * and each such sleep/wake pair costs a few calls; what must never happen is
  * a call per write (or per page). The exact figures are printed, per GiB too.

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Helpers for the uringpipe-cat CLI tests. Source it, then call cli_init "$@".
-# Exit codes follow STYLE.md: 0 pass, 1 fail, 77 skip.
+# Exit codes as CTest is told to read them: 0 pass, 1 fail, 77 skip
+# (SKIP_RETURN_CODE 77).
 set -u
 
 CAT=

@@ -11,8 +11,8 @@
  * fuzzer-chosen sequence of write/read/peek/consume/reserve/commit runs,
  * with "scribble" steps that apply more patches while the ends are open (a
  * hostile peer at run time). Every return value is acceptable; crashes,
- * sanitizer reports and hangs are bugs (STYLE.md 3: the segment is untrusted
- * input).
+ * sanitizer reports and hangs are bugs (the segment is untrusted input: a
+ * peer may have written anything there).
  *
  * Input layout (all of it optional; missing bytes read as 0):
  *   byte 0     mode bits, see M_* below

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bias.pml - the writers' lock biased to a lone writer (core/ring.c, "the
+ * bias.pml - the writers' lock biased to a lone writer (core/wlock.h, "the
  * writers' lock, biased to a lone writer"): the owner enters with a relaxed
  * store of busy = IN and a load of bias, with no fence between; a writer
  * that takes the lock word and finds a bias marks it REVOKE, calls
@@ -24,7 +24,7 @@
  * Checked (pan -DSAFETY): the assertion that at most one writer is in the
  * critical section, and no invalid end state (a revoker waiting for ever).
  *
- *   spin -a bias.pml                 the protocol of ring.c
+ *   spin -a bias.pml                 the protocol of wlock.h/wlock.c
  *   spin -DMUTANT=1 -a bias.pml      no membarrier(): must fail
  *   spin -DMUTANT=2 -a bias.pml      no wait for busy != IN: must fail
  *   spin -DNOFENCE -a bias.pml       membarrier refused: the revoker waits

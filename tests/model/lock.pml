@@ -1,6 +1,6 @@
 /*
- * lock.pml - the ring's futex mutex (core/ring.c, lock_take() and
- * lock_drop()): the writers' lock word, and the readers' lock.
+ * lock.pml - the futex mutex of the lock words (core/lock.h, up__lock_take()
+ * and up__lock_drop()): the writers' lock word, and the readers' lock.
  *
  * The word is 0 (free) or the holder's id, with the WAITERS bit once a
  * waiter set it before sleeping. lock_drop() exchanges the word to 0 and,
@@ -25,7 +25,7 @@
  * any other: one by a waiter that slept must set the bit too.
  *
  * -DPOLLER adds a poll-mode end (up_poll_arm() on a writer that found the
- * lock held, ring.c lock_poll_arm()): it takes the lock like a fresh taker;
+ * lock held, wlock.c up__wlock_poll_arm()): it takes the lock like a fresh taker;
  * finding it held, it counts itself in the lock's npoll, sets the bit and
  * arms a futex wait on the word in its own ring, then returns to its event
  * loop. That loop may come back after the wake (disarm: npoll--, then a

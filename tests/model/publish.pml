@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * publish.pml - the slot ring's publish protocol (core/ring.c design note):
+ * publish.pml - the slot ring's publish protocol (core/writer.c, core/reader.c):
  * head/len with merging into the last live slot, against a reader that
  * retires the last live slot only once its page is full. Invariant: no
  * byte is lost, read twice or read out of order.
  *
  * One writer (writers hold the writers' lock for the whole publish) and one
- * reader (readers hold the readers' lock for the whole read_locked()), so
+ * reader (readers hold the readers' lock for the whole up__read_locked()), so
  * the only concurrency is writer against reader, which is what the
  * protocol is about. Every shared access is its own step, in the order of
- * ring.c; all are modelled as sequentially consistent (the C code uses
- * release/acquire pairs R1/A1, R2/A2, R3/A3 whose happens-before edges give
+ * writer.c and reader.c; all are modelled as sequentially consistent (the C
+ * code uses the release/acquire pairs [head], [len] and [tail], whose happens-before edges give
  * the same outcomes for this message-passing pattern).
  *
  * Bounds: S slots, P pages of C bytes, B bytes written in chunks of 1..C
@@ -20,7 +20,7 @@
  * something is readable or the writer is done; a byte that never becomes
  * readable shows as an invalid end state, a wrong byte as an assertion.
  *
- *   spin -a publish.pml                         the protocol of ring.c
+ *   spin -a publish.pml                         the protocol of writer.c/reader.c
  *   spin -DBROKEN_RETIRE -a publish.pml         the reader also retires a
  *                                               last slot that has room
  *   spin -DBROKEN_REREAD -a publish.pml         the reader reloads head but
@@ -121,7 +121,7 @@ proctype Reader()
 			break
 		:: else -> skip
 		fi;
-		/* read_locked() with a buffer of 1..C+1 bytes */
+		/* up__read_locked() with a buffer of 1..C+1 bytes */
 		if
 		:: max = 1
 		:: max = 2

@@ -100,12 +100,12 @@ check wake_open_mutant5   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTA
 if [ "${MODEL_BIG:-0}" = 1 ]; then
 	check wake_w2_i2      wake.pml pass -DNR=2 -DNW=2 -DITEMS=2
 fi
-echo "== publish protocol (core/ring.c): merge vs retire"
+echo "== publish protocol (core/writer.c, core/reader.c): merge vs retire"
 check publish_s2_p2_b5    publish.pml pass
 check publish_s4_p3_b7    publish.pml pass -DS=4 -DP=3 -DB=7
 check publish_RETIRE      publish.pml fail -DBROKEN_RETIRE
 check publish_REREAD      publish.pml fail -DBROKEN_REREAD
-echo "== writers' lock biased to a lone writer (core/ring.c): TSO store buffers"
+echo "== writers' lock biased to a lone writer (core/wlock.h): TSO store buffers"
 check bias_n2             bias.pml pass
 check bias_n3             bias.pml pass -DN=3
 check bias_nofence        bias.pml pass -DNOFENCE
@@ -115,7 +115,7 @@ check bias_mutant1        bias.pml fail -DMUTANT=1
 check bias_mutant2        bias.pml fail -DMUTANT=2
 check bias_nofence_mutant3 bias.pml fail -DNOFENCE -DMUTANT=3
 check bias_idle_mutant4   bias.pml fail -DNOFENCE -DIDLE -DMUTANT=4
-echo "== the futex mutex of both locks (core/ring.c): every sleeper is woken in turn"
+echo "== the futex mutex of both locks (core/lock.c): every sleeper is woken in turn"
 check lock_n3_r2          lock.pml pass
 check lock_n3_r3          lock.pml pass -DROUNDS=3
 check lock_mutant1        lock.pml fail -DMUTANT=1

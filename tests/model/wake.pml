@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wake.pml - the sleep/wake handshake of core/wake.h, as core/ring.c runs it
+ * wake.pml - the sleep/wake handshake of core/wake.h, as core/wait.c and core/wake.c run it
  * on the readers' line (rd_wait): readers sleep in wait_ready(), writers
  * wake them in wake_line() after publishing (publish()/try_merge()) and
  * after the last close (up_close(): writers -= 1, then wake).
@@ -34,12 +34,12 @@
  * blocked readers, chosen nondeterministically), a close wakes all. Two
  * rules keep that from stranding data (core/wake.h): a woken sleeper clears
  * pending once it is up, and a reader that leaves data behind while others
- * sleep wakes one of them (chain_wake() in ring.c). To exercise the second,
+ * sleep wakes one of them (up__chain_wake() in reader.c). To exercise the second,
  * reader 0 may stop after any successful read, as an application that reads
  * once and goes away would, leaving the rest to the others. MUTANT 4 drops
  * the chain wake, MUTANT 5 the clearing after a wake; both must fail.
  *
- * Simplification: ready() (rd_ready) is evaluated in one step. In ring.c it
+ * Simplification: ready() (rd_ready) is evaluated in one step. In wait.c it
  * is a few seq_cst loads of monotone words (pos, head, len, writers); the
  * handshake argument only needs that it runs after the sleeper's nwait
  * increment, which both versions respect.

@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_run.c - runs of `uringpipe-cat --bench`: one run of a transport
+ * (threads, endpoints, watchdog, results), the calibration of a run's byte
+ * count, and every size of one writers x readers configuration.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define LAT_CAP        ((size_t)1 << 20) /* latency samples per run, all writers */
+#define VERIFY_BYTES   (16 * MiB)
+#define CAL_MIN_SECS   0.1
+#define CAL_MAX_BYTES  (32 * GiB)
+
+struct run_out {
+	double secs;
+	uint64_t bytes;
+	uint64_t syscalls; /* kernel: our write+read calls; uringpipe: up_stats */
+	double p50, p99, max; /* µs */
+	size_t nlat;
+	uint64_t every;
+	bool have_st;
+	struct up_stats st;
+};
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* Nearest rank on a sorted array. */
+static uint64_t pct(const uint64_t *s, size_t n, double p)
+{
+	size_t r;
+	if (n == 0)
+		return 0;
+	r = (size_t)((double)n * p + 0.999999);
+	if (r < 1)
+		r = 1;
+	if (r > n)
+		r = n;
+	return s[r - 1];
+}
+
+static uint64_t auto_every(uint64_t size, uint64_t writes, size_t cap)
+{
+	uint64_t e = size >= 4096 ? 1 : (4096 + size - 1) / size;
+	uint64_t need = (writes + cap - 1) / cap;
+	return need > e ? need : e;
+}
+
+static void *thread_entry(void *arg)
+{
+	struct worker *w = arg;
+	struct shared *sh = w->sh;
+	bench_worker_main(w);
+	pthread_mutex_lock(&sh->mu);
+	sh->done++;
+	pthread_cond_signal(&sh->cv);
+	pthread_mutex_unlock(&sh->mu);
+	return NULL;
+}
+
+static void watchdog_fail(const struct opts *o, enum transport t, uint64_t size, double tmo,
+			  struct worker *ws, unsigned n)
+{
+	char sb[32];
+	(void)o;
+	fflush(stdout);
+	fprintf(stderr, BENCH_PFX "%s run with %s writes did not finish within %.0f s;"
+		" progress:", bench_tname[t], cat_size_label(size, sb, sizeof(sb)), tmo);
+	for (unsigned i = 0; i < n; i++)
+		fprintf(stderr, " %s%u=%" PRIu64, ws[i].writer ? "w" : "r", ws[i].idx,
+			atomic_load_explicit(&ws[i].progress, memory_order_relaxed));
+	fputc('\n', stderr);
+	exit(1);
+}
+
+/*
+ * One run: returns 0 and fills *out, or prints why on stderr and returns -1.
+ */
+static int run_once(const struct opts *o, const struct env *env, enum transport t,
+		    uint64_t size, uint64_t bytes, unsigned nw, unsigned nr, bool verify,
+		    bool sample, struct run_out *out)
+{
+	struct shared sh;
+	struct worker *ws;
+	unsigned n = nw + nr;
+	bool pin = nw == 1 && nr == 1 && env->cpu[1] >= 0;
+	uint64_t wrote = 0, read = 0, start = UINT64_MAX, end = 0;
+	size_t rlen = size > MiB ? (size_t)size : (size_t)MiB;
+	size_t lat_cap = LAT_CAP / nw;
+	/* Every pipe of a run is created like the probe's, so it lands where
+	 * the probe's did (-1: not known, follow the memory policy). */
+	int node = env->numa_node >= 0 ? env->numa_node : -1;
+	struct timespec deadline;
+	double tmo;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	memset(&sh, 0, sizeof(sh));
+	sh.t = t;
+	sh.size = (size_t)size;
+	sh.key = mix64(o->seed ^ 0x75726970697065u);
+	sh.verify = verify;
+	if (pthread_barrier_init(&sh.bar, NULL, n) != 0)
+		bench_die("pthread_barrier_init failed");
+	cat_cond_init_mono(&sh.cv);
+	pthread_mutex_init(&sh.mu, NULL);
+
+	ws = aligned_alloc(64, sizeof(*ws) * n);
+	if (!ws)
+		bench_die("out of memory");
+	memset(ws, 0, sizeof(*ws) * n);
+	for (unsigned i = 0; i < n; i++) {
+		struct worker *w = &ws[i];
+		w->sh = &sh;
+		w->writer = i < nw;
+		w->idx = w->writer ? i : i - nw;
+		w->fd = -1;
+		atomic_init(&w->progress, 0);
+		if (w->writer) {
+			w->quota = bytes / nw + (w->idx < bytes % nw ? 1 : 0);
+			w->buflen = (size_t)size;
+			w->buf = bench_xbuf_alloc(w->buflen, node);
+			bench_pattern_fill(w->buf, 0, w->buflen, sh.key); /* also faults it in */
+			if (sample) {
+				uint64_t writes = (w->quota + size - 1) / size;
+				w->every = o->lat_every ? o->lat_every
+							: auto_every(size, writes, lat_cap);
+				w->lat_cap = (size_t)((writes + w->every - 1) / w->every) + 16;
+				if (w->lat_cap > lat_cap)
+					w->lat_cap = lat_cap;
+				w->lat = bench_xmalloc(w->lat_cap * sizeof(*w->lat));
+				memset(w->lat, 0, w->lat_cap * sizeof(*w->lat));
+			}
+		} else {
+			w->buflen = rlen;
+			w->buf = bench_xbuf_alloc(rlen, node);
+			memset(w->buf, 0, rlen);
+			if (verify) {
+				w->scratch = bench_xbuf_alloc(rlen, node);
+				memset(w->scratch, 0, rlen);
+			}
+		}
+	}
+
+	/* Endpoints: one per thread, so each thread's close is its own. */
+	if (t == T_KERNEL) {
+		int fds[2];
+		long got;
+		if (pipe2(fds, O_CLOEXEC) < 0)
+			bench_die("pipe2: %s", strerror(errno));
+		if (env->kpipe_req > 0 && fcntl(fds[1], F_SETPIPE_SZ, env->kpipe_req) < 0)
+			bench_die("F_SETPIPE_SZ(%d): %s (it worked at start-up)", env->kpipe_req,
+			    strerror(errno));
+		got = fcntl(fds[1], F_GETPIPE_SZ);
+		if (got != env->kpipe_size)
+			bench_die("kernel pipe is %ld B, expected %ld B (per-user pipe limits?)", got,
+			    env->kpipe_size);
+		for (unsigned i = 0; i < n; i++) {
+			int base = ws[i].writer ? fds[1] : fds[0];
+			bool first = ws[i].idx == 0;
+			ws[i].fd = first ? base : fcntl(base, F_DUPFD_CLOEXEC, 0);
+			if (ws[i].fd < 0)
+				bench_die("dup: %s", strerror(errno));
+		}
+	} else {
+		struct up_end *ends[2];
+		struct up_config cfg;
+		int r;
+		up_config_init(&cfg);
+		cfg.capacity = (size_t)o->capacity;
+		r = up_pipe2(ends, &cfg);
+		if (r < 0)
+			bench_die("up_pipe2: %s", up_strerror(r));
+		for (unsigned i = 0; i < n; i++) {
+			struct worker *w = &ws[i];
+			if (w->idx == 0) {
+				w->end = w->writer ? ends[1] : ends[0];
+				continue;
+			}
+			r = up_open(up_end_pipe(ends[0]), w->writer ? UP_WR : UP_RD, &w->end);
+			if (r < 0)
+				bench_die("up_open(%s): %s", w->writer ? "UP_WR" : "UP_RD", up_strerror(r));
+		}
+	}
+
+	for (unsigned i = 0; i < n; i++) {
+		pthread_attr_t attr;
+		int e;
+		pthread_attr_init(&attr);
+		if (pin) {
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET((size_t)(ws[i].writer ? env->cpu[0] : env->cpu[1]), &set);
+			pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+		}
+		e = pthread_create(&ws[i].tid, &attr, thread_entry, &ws[i]);
+		pthread_attr_destroy(&attr);
+		if (e != 0)
+			/* The others wait on the barrier forever: nothing to unwind. */
+			bench_die("pthread_create: %s", strerror(e));
+	}
+
+	/* A library that loses a wakeup would hang us: bound every run. */
+	tmo = o->timeout > 0 ? o->timeout : 60.0 + (double)bytes / 10e6;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += (time_t)tmo;
+	pthread_mutex_lock(&sh.mu);
+	while (sh.done < n) {
+		int e = pthread_cond_timedwait(&sh.cv, &sh.mu, &deadline);
+		if (e == ETIMEDOUT && sh.done < n)
+			watchdog_fail(o, t, size, tmo, ws, n);
+	}
+	pthread_mutex_unlock(&sh.mu);
+	for (unsigned i = 0; i < n; i++) {
+		int e = pthread_join(ws[i].tid, NULL);
+		if (e != 0)
+			bench_die("pthread_join: %s", strerror(e));
+	}
+	pthread_barrier_destroy(&sh.bar);
+	pthread_cond_destroy(&sh.cv);
+	pthread_mutex_destroy(&sh.mu);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct worker *w = &ws[i];
+		if (w->err[0]) {
+			fprintf(stderr, BENCH_PFX "%s, %" PRIu64 "-byte writes%s: %s\n",
+				bench_tname[t], size, verify ? ", verification pass" : "", w->err);
+			rc = -1;
+		}
+		if (w->writer)
+			wrote += w->moved;
+		else
+			read += w->moved;
+		if (ts_ns(&w->t0) < start)
+			start = ts_ns(&w->t0);
+		if (!w->writer && ts_ns(&w->t1) > end)
+			end = ts_ns(&w->t1);
+		if (t == T_KERNEL)
+			out->syscalls += w->calls;
+	}
+	if (rc == 0 && (wrote != bytes || read != bytes)) {
+		fprintf(stderr, BENCH_PFX "%s, %" PRIu64 "-byte writes: byte count mismatch:"
+			" asked %" PRIu64 ", written %" PRIu64 ", read %" PRIu64 "\n",
+			bench_tname[t], size, bytes, wrote, read);
+		rc = -1;
+	}
+
+	if (is_up(t)) {
+		struct up_end *keep = NULL;
+		for (unsigned i = nw; i < n && !keep; i++)
+			keep = ws[i].end;
+		/* A reader end is still open, so the pipe handle (and with it the
+		 * counters of the closed writer ends) is still alive. */
+		if (keep && rc == 0) {
+			int r = up_stats(up_end_pipe(keep), &out->st);
+			if (r < 0) {
+				fprintf(stderr, BENCH_PFX "up_stats: %s\n", up_strerror(r));
+				rc = -1;
+			} else {
+				out->have_st = true;
+				out->syscalls = out->st.syscalls;
+			}
+		}
+	}
+	for (unsigned i = 0; i < n; i++)
+		bench_close_end(&ws[i]);
+
+	out->secs = (double)(end - start) / 1e9;
+	out->bytes = bytes;
+	if (sample) {
+		uint64_t *all;
+		size_t tot = 0, k = 0;
+		for (unsigned i = 0; i < nw; i++)
+			tot += ws[i].nlat;
+		all = nw == 1 ? ws[0].lat : bench_xmalloc((tot ? tot : 1) * sizeof(*all));
+		if (nw > 1)
+			for (unsigned i = 0; i < nw; i++) {
+				memcpy(all + k, ws[i].lat, ws[i].nlat * sizeof(*all));
+				k += ws[i].nlat;
+			}
+		qsort(all, tot, sizeof(*all), cmp_u64);
+		out->nlat = tot;
+		out->every = ws[0].every;
+		out->p50 = (double)pct(all, tot, 0.50) / 1e3;
+		out->p99 = (double)pct(all, tot, 0.99) / 1e3;
+		out->max = tot ? (double)all[tot - 1] / 1e3 : 0.0;
+		if (nw > 1)
+			free(all);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		/* scratch, when there is one, is a reader's: buflen bytes too. */
+		up_buf_free(ws[i].buf, ws[i].buflen ? ws[i].buflen : 1);
+		up_buf_free(ws[i].scratch, ws[i].buflen ? ws[i].buflen : 1);
+		free(ws[i].lat);
+	}
+	free(ws);
+
+	if (rc == 0 && o->verbose) {
+		char sb[32];
+		fprintf(stderr, "  %-9s %6s %s %10.1f MB/s  %8.3f s  %" PRIu64 " B  syscalls %"
+			PRIu64 "\n", bench_tname[t], cat_size_label(size, sb, sizeof(sb)),
+			verify ? "verify" : sample ? "timed " : "calib ",
+			out->secs > 0 ? (double)bytes / out->secs / 1e6 : 0.0, out->secs, bytes,
+			out->syscalls);
+	}
+	return rc;
+}
+
+/* Double a short run until it lasts CAL_MIN_SECS, then scale to run_time. */
+static uint64_t calibrate(const struct opts *o, const struct env *env, enum transport t,
+			  uint64_t size)
+{
+	uint64_t unit = size * o->writers;
+	uint64_t b = 8 * MiB > 8 * unit ? 8 * MiB : 8 * unit;
+	struct run_out r;
+	double want;
+
+	for (;;) {
+		double f;
+		if (run_once(o, env, t, size, b, o->writers, o->readers, false, false, &r) < 0)
+			exit(1);
+		if (r.secs >= CAL_MIN_SECS || b >= CAL_MAX_BYTES)
+			break;
+		f = r.secs > 0 ? 1.5 * CAL_MIN_SECS / r.secs : 16.0;
+		if (f < 2.0)
+			f = 2.0;
+		if (f > 16.0)
+			f = 16.0;
+		b = (uint64_t)((double)b * f);
+		if (b > CAL_MAX_BYTES)
+			b = CAL_MAX_BYTES;
+	}
+	want = (double)b * o->run_time / (r.secs > 0 ? r.secs : 1e-9);
+	if (want > (double)CAL_MAX_BYTES)
+		want = (double)CAL_MAX_BYTES;
+	b = (uint64_t)want / unit * unit;
+	return b < unit ? unit : b;
+}
+
+/* Every size for one writers x readers configuration. The verification
+ * pass (always 1 x 1) runs only with @verify: once per size is enough. */
+void bench_run_config(const struct opts *o, const struct env *env, struct row *rows,
+		       bool verify)
+{
+	for (unsigned s = 0; s < o->nsizes; s++) {
+		struct row *rw = &rows[s];
+		uint64_t size = o->sizes[s];
+		struct run_out r;
+
+		rw->size = size;
+		for (int t = 0; t < T_COUNT && verify; t++) {
+			uint64_t vb = VERIFY_BYTES > size ? VERIFY_BYTES : size;
+			if (run_once(o, env, (enum transport)t, size, vb, 1, 1, true, false, &r) < 0)
+				bench_die("verification of %s with %" PRIu64 "-byte writes failed",
+				    bench_tname[t], size);
+			rw->verified[t] = vb;
+		}
+		for (int t = 0; t < T_COUNT; t++)
+			rw->bytes[t] = o->bytes ? o->bytes : calibrate(o, env, (enum transport)t, size);
+		for (unsigned i = 0; i < o->repeat; i++) {
+			for (int t = 0; t < T_COUNT; t++) {
+				if (run_once(o, env, (enum transport)t, size, rw->bytes[t], o->writers,
+					     o->readers, false, true, &r) < 0)
+					exit(1);
+				rw->secs[t][i] = r.secs;
+				rw->mbps[t][i] = r.secs > 0 ? (double)r.bytes / r.secs / 1e6 : 0.0;
+				rw->p50[t][i] = r.p50;
+				rw->p99[t][i] = r.p99;
+				if (r.max > rw->lmax[t])
+					rw->lmax[t] = r.max;
+				rw->syscalls[t][i] = r.syscalls;
+				rw->sys_gib[t][i] = (double)r.syscalls * (double)GiB / (double)r.bytes;
+				rw->nlat[t] = r.nlat;
+				rw->every[t] = r.every;
+				if (t == T_URING) {
+					rw->st[i] = r.st;
+					rw->have_st[i] = r.have_st;
+				}
+			}
+		}
+	}
+}

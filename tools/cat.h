@@ -118,7 +118,7 @@ int cat_parse_uint(const char *s, uint64_t *out, int base);
 
 /* "4K", "1M", "100": exact short form (table, labels). */
 const char *cat_size_label(uint64_t v, char *b, size_t bl);
-/* "4 KiB", "100 B": exact long form. */
+/* "4 KiB", "100 B": exact long form (up to TiB). */
 const char *cat_bytes_label(uint64_t v, char *b, size_t bl);
 /* "1.50 GiB": rounded human form for progress lines. */
 const char *cat_human(double v, char *b, size_t bl);

@@ -121,16 +121,17 @@ static ssize_t uring_rw(struct cat_io *io, bool wr, int fd, const struct iovec *
 }
 #endif
 
-ssize_t cat_io_readv(struct cat_io *io, int fd, const struct iovec *iov, int cnt)
+/* Either direction, at the current file position; EINTR is retried. */
+static ssize_t io_rw(struct cat_io *io, bool wr, int fd, const struct iovec *iov, int cnt)
 {
 #ifdef UP_CAT_HAVE_URING
 	if (io->uring)
-		return uring_rw(io, false, fd, iov, cnt);
+		return uring_rw(io, wr, fd, iov, cnt);
 #else
 	(void)io;
 #endif
 	for (;;) {
-		ssize_t r = readv(fd, iov, cnt);
+		ssize_t r = wr ? writev(fd, iov, cnt) : readv(fd, iov, cnt);
 		if (r >= 0)
 			return r;
 		if (errno != EINTR)
@@ -138,19 +139,12 @@ ssize_t cat_io_readv(struct cat_io *io, int fd, const struct iovec *iov, int cnt
 	}
 }
 
+ssize_t cat_io_readv(struct cat_io *io, int fd, const struct iovec *iov, int cnt)
+{
+	return io_rw(io, false, fd, iov, cnt);
+}
+
 ssize_t cat_io_writev(struct cat_io *io, int fd, const struct iovec *iov, int cnt)
 {
-#ifdef UP_CAT_HAVE_URING
-	if (io->uring)
-		return uring_rw(io, true, fd, iov, cnt);
-#else
-	(void)io;
-#endif
-	for (;;) {
-		ssize_t r = writev(fd, iov, cnt);
-		if (r >= 0)
-			return r;
-		if (errno != EINTR)
-			return -errno;
-	}
+	return io_rw(io, true, fd, iov, cnt);
 }

@@ -79,6 +79,30 @@ static void bad_usage(const char *fmt, ...)
 	exit(2);
 }
 
+/* A size option in [lo, hi]; the message gives the range. */
+static uint64_t size_opt(const char *opt, const char *arg, uint64_t lo, uint64_t hi)
+{
+	char a[32], b[32];
+	uint64_t v;
+
+	if (cat_parse_size(arg, &v) < 0)
+		bad_usage("%s: '%s' is not a size", opt, arg);
+	if (v < lo || v > hi)
+		bad_usage("%s: '%s' out of range (%s .. %s)", opt, arg,
+			  cat_bytes_label(lo, a, sizeof(a)), cat_bytes_label(hi, b, sizeof(b)));
+	return v;
+}
+
+/* A count option in 1..@hi. */
+static unsigned count_opt(const char *opt, const char *arg, unsigned hi)
+{
+	uint64_t v;
+
+	if (cat_parse_uint(arg, &v, 10) < 0 || v < 1 || v > hi)
+		bad_usage("%s: '%s' must be 1..%u", opt, arg, hi);
+	return (unsigned)v;
+}
+
 static void parse_sizes(const char *arg, struct opts *o)
 {
 	char *copy = strdup(arg), *save = NULL, *tok;
@@ -152,33 +176,19 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 			parse_sizes(optarg, o);
 			break;
 		case O_CAP:
-			if (cat_parse_size(optarg, &v) < 0)
-				bad_usage("--capacity: '%s' is not a size", optarg);
-			if (v < 2 * UP_DEFAULT_PAGE_SIZE || v > GiB)
-				bad_usage("--capacity: '%s' out of range (8 KiB .. 1 GiB)", optarg);
-			o->capacity = v;
+			o->capacity = size_opt("--capacity", optarg, 2 * UP_DEFAULT_PAGE_SIZE, GiB);
 			break;
 		case O_BYTES:
-			if (cat_parse_size(optarg, &v) < 0)
-				bad_usage("--bytes: '%s' is not a size", optarg);
-			if (v == 0 || v > MAX_BYTES)
-				bad_usage("--bytes: '%s' out of range (1 B .. 1 TiB)", optarg);
-			o->bytes = v;
+			o->bytes = size_opt("--bytes", optarg, 1, MAX_BYTES);
 			break;
 		case O_REPEAT:
-			if (cat_parse_uint(optarg, &v, 10) < 0 || v < 1 || v > MAX_REPEAT)
-				bad_usage("--repeat: '%s' must be 1..%d", optarg, MAX_REPEAT);
-			o->repeat = (unsigned)v;
+			o->repeat = count_opt("--repeat", optarg, MAX_REPEAT);
 			break;
 		case O_WRITERS:
+			o->writers = count_opt("--writers", optarg, MAX_THREADS);
+			break;
 		case O_READERS:
-			if (cat_parse_uint(optarg, &v, 10) < 0 || v < 1 || v > MAX_THREADS)
-				bad_usage("--%s: '%s' must be 1..%d",
-					  c == O_WRITERS ? "writers" : "readers", optarg, MAX_THREADS);
-			if (c == O_WRITERS)
-				o->writers = (unsigned)v;
-			else
-				o->readers = (unsigned)v;
+			o->readers = count_opt("--readers", optarg, MAX_THREADS);
 			break;
 		case O_JSON:
 			o->json = true;

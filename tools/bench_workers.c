@@ -32,34 +32,36 @@ void bench_pattern_fill(unsigned char *dst, uint64_t off, size_t n, uint64_t key
 
 static ssize_t zc_write(struct worker *w, const unsigned char *p, size_t n);
 
-static ssize_t do_write(struct worker *w, const void *p, size_t n)
+/* write() or read() on the kernel pipe. An interrupted call is retried
+ * and counted: it was a system call too. */
+static ssize_t kernel_rw(struct worker *w, bool wr, void *p, size_t n)
 {
-	if (w->sh->t == T_URING_ZC)
-		return zc_write(w, p, n);
-	if (is_up(w->sh->t))
-		return up_write(w->end, p, n);
 	for (;;) {
-		ssize_t r = write(w->fd, p, n);
-		if (r >= 0)
-			return r;
-		if (errno != EINTR)
-			return -errno;
-		w->calls++; /* the interrupted call was a system call too */
-	}
-}
-
-static ssize_t do_read(struct worker *w, void *p, size_t n)
-{
-	if (is_up(w->sh->t))
-		return up_read(w->end, p, n);
-	for (;;) {
-		ssize_t r = read(w->fd, p, n);
+		ssize_t r = wr ? write(w->fd, p, n) : read(w->fd, p, n);
 		if (r >= 0)
 			return r;
 		if (errno != EINTR)
 			return -errno;
 		w->calls++;
 	}
+}
+
+/* @p is the writer's own buffer, not const only so that kernel_rw() can
+ * serve both directions. */
+static ssize_t do_write(struct worker *w, void *p, size_t n)
+{
+	if (w->sh->t == T_URING_ZC)
+		return zc_write(w, p, n);
+	if (is_up(w->sh->t))
+		return up_write(w->end, p, n);
+	return kernel_rw(w, true, p, n);
+}
+
+static ssize_t do_read(struct worker *w, void *p, size_t n)
+{
+	if (is_up(w->sh->t))
+		return up_read(w->end, p, n);
+	return kernel_rw(w, false, p, n);
 }
 
 /* @e is a positive errno; up_strerror() takes the library's negative code. */
@@ -110,7 +112,7 @@ static void writer_main(struct worker *w)
 	clock_gettime(CLOCK_MONOTONIC, &w->t0);
 	while (left > 0) {
 		size_t n = left < sh->size ? (size_t)left : sh->size;
-		const unsigned char *p = w->buf;
+		unsigned char *p = w->buf;
 		size_t rem = n;
 		bool sample = false;
 

@@ -4,8 +4,8 @@
  * one table per configuration, footer), the --json object on stdout, and
  * the medians handed to the --report chart.
  *
- * Every figure is the median over the --repeat runs, except the maximum
- * latency, which is the maximum over them.
+ * A summary figure is the median over the --repeat runs, except the maximum
+ * latency, which is the maximum over them; the JSON also lists every run.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -130,8 +130,8 @@ void bench_print_json(const struct opts *o, const struct env *env, const struct 
 		printf("]}");
 	}
 	printf("]");
-	/* Without --sweep there is one configuration: its rows also at the
-	 * top, where the old uringpipe-bench JSON had them. */
+	/* Without --sweep there is one configuration: its rows are also at
+	 * the top level, where single-configuration consumers read them. */
 	if (ncf == 1) {
 		printf(",\"writers\":%u,\"readers\":%u,\"rows\":[", cf[0].writers, cf[0].readers);
 		for (unsigned s = 0; s < o->nsizes; s++) {

@@ -3,6 +3,17 @@
  * bench_run.c - runs of `uringpipe-cat --bench`: one run of a transport
  * (threads, endpoints, watchdog, results), the calibration of a run's byte
  * count, and every size of one writers x readers configuration.
+ *
+ * A run: W writer and R reader threads wait on one barrier. Each writer
+ * writes its share (bytes/W) in size-byte chunks from a pre-filled buffer and
+ * closes its end; each reader reads with a max(1 MiB, size) buffer until EOF.
+ * The run's time is from the earliest barrier exit to the last reader's EOF,
+ * on CLOCK_MONOTONIC. Bytes read must equal bytes written. The writers' and
+ * readers' buffers come from up_buf_alloc() on the node the pipes live on
+ * (up_stats().numa_node of the start-up probe), for every transport alike.
+ *
+ * Verification is always 1 x 1: with several writers the chunks interleave
+ * and there is no single expected stream.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +65,12 @@ static uint64_t pct(const uint64_t *s, size_t n, double p)
 	return s[r - 1];
 }
 
+/*
+ * Which writes to time. Timing every one would cost about as much as a small
+ * uringpipe write and so distort what is measured: time every write when a
+ * write is >= 4 KiB, else one per 4 KiB of stream, and keep to @cap samples
+ * (--lat-every overrides).
+ */
 static uint64_t auto_every(uint64_t size, uint64_t writes, size_t cap)
 {
 	uint64_t e = size >= 4096 ? 1 : (4096 + size - 1) / size;

@@ -2,9 +2,7 @@
 /*
  * cat_bench.c - `uringpipe-cat --bench`: uringpipe against a kernel pipe of
  * the same capacity, in the same run, with the same threads and the same
- * buffers. (This was the separate uringpipe-bench program; it became a mode
- * of the CLI so that users have one tool, and its option parser and size
- * syntax are now the CLI's.)
+ * buffers.
  *
  * Three transports per size: "kernel" (write/read on a pipe2() pipe),
  * "uringpipe" (up_write/up_read: one copy in, one copy out, like the kernel)
@@ -16,38 +14,18 @@
  * It fails (exit 1) only when a transport loses, adds or corrupts bytes, or
  * returns an error, or when a run hangs past --timeout.
  *
- * Per write size, in this order:
- *   1. a verification pass per transport (1 writer, 1 reader, 16 MiB): the
- *      writer fills every chunk with a pattern that is a function of the
- *      absolute stream offset, the reader checks every byte;
+ * Per write size, in this order (bench_run.c):
+ *   1. a verification pass per transport (1 writer, 1 reader, 16 MiB) in
+ *      which the reader checks every byte (bench_workers.c);
  *   2. unless --bytes is given, a calibration per transport: a run doubled
  *      until it lasts >= 0.1 s, then scaled so one timed run takes --time
- *      seconds (the two transports differ by 25x at 100 B: a shared byte
- *      count would make one of them either too short to measure or too long
- *      to wait for);
+ *      seconds. The transports differ too much in speed at small sizes for
+ *      one byte count to suit them all;
  *   3. --repeat timed runs, alternating kernel, uringpipe, kernel, ... so a
  *      slow phase of the (virtual) machine hits both; the median is reported.
  *
- * A run: W writer and R reader threads wait on one barrier. Each writer
- * writes its share (bytes/W) in size-byte chunks from a pre-filled buffer and
- * closes its end; each reader reads with a max(1 MiB, size) buffer until EOF.
- * The run's time is from the earliest barrier exit to the last reader's EOF,
- * on CLOCK_MONOTONIC. Bytes read must equal bytes written. The writers' and
- * readers' buffers come from up_buf_alloc() on the node the pipes live on
- * (up_stats().numa_node of the start-up probe), for every transport alike.
- *
- * Rejected alternatives:
- *  - timing every write: clock_gettime costs ~20 ns even through the vDSO,
- *    about a whole 100-byte uringpipe write, so it would halve the
- *    throughput being measured. Writes are sampled instead: every write when
- *    a write is >= 4 KiB, else one write per 4 KiB of stream, and never more
- *    than ~1M samples per run (--lat-every overrides).
- *  - a pattern of period 256 (byte = f(offset & 255)), which would let the
- *    pre-filled buffer double as the verification source: a ring that swapped
- *    or repeated whole 4 KiB pages would pass it. The verification pattern is
- *    a 64-bit hash of the offset, so it is generated per chunk, untimed.
- *  - verifying with several writers: their chunks interleave, so there is no
- *    single expected stream. The verification pass is always 1 x 1.
+ * This file is the mode's entry: it probes, runs every configuration and
+ * prints as it goes; bench.h lists the other parts.
  */
 #include <signal.h>
 #include <stdarg.h>

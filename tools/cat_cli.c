@@ -3,8 +3,8 @@
  * cat_cli.c - uringpipe-cat's command line: --help, --version, and the
  * options of the pump. --bench has its own parser (bench_opts.c).
  *
- * Messages name the option and the offending argument, as GNU tools do;
- * getopt's own messages are off (opterr = 0) because they cannot.
+ * The messages are our own (opterr = 0), so that they can name the option,
+ * the offending argument and what it should be.
  */
 #include <errno.h>
 #include <getopt.h>

@@ -11,10 +11,6 @@
  * ring can later carry registered buffers and linked requests, and that the
  * kernel serves pipe/socket reads by poll-arming instead of parking a thread.
  *
- * Rejected: several reads in flight on one fd. For pipes and sockets the
- * completion order of concurrent reads at offset -1 is not the stream order,
- * and for regular files the page cache copy dominates the per-call cost.
- *
  * Offsets are -1 (IORING_FEAT_RW_CUR_POS, Linux 5.6): the request uses and
  * advances the file position, so `(read x; uringpipe-cat) < file` continues
  * where the shell left off, exactly as cat does.

@@ -2,11 +2,11 @@
 /*
  * cat_size.c - sizes for humans, in and out.
  *
- * Suffixes: K M G T (and KiB MiB GiB TiB) are binary, as in pv, dd and the
- * old uringpipe-bench; KB MB GB TB are decimal, as in dd's "kB"/"MB". A bare
- * "B" after the digits is allowed ("100B"). Case is ignored for the letter
- * (pv accepts "4k") but "Kb"/"kb" is refused: a lower-case b means bits to
- * many readers, and guessing is worse than an error.
+ * Suffixes: K M G T (and KiB MiB GiB TiB) are binary, as in pv and dd;
+ * KB MB GB TB are decimal, as in dd's "kB"/"MB". A bare "B" after the digits
+ * is allowed ("100B"). Case is ignored for the letter (pv accepts "4k") but
+ * "Kb"/"kb" is refused: a lower-case b means bits to many readers, and
+ * guessing is worse than an error.
  */
 #include <errno.h>
 #include <inttypes.h>

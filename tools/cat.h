@@ -3,17 +3,23 @@
  * cat.h - private interfaces shared by the uringpipe-cat sources. Nothing here
  * is installed; the tool sees the library only through uringpipe.h.
  *
- *   cat_main.c   option parsing, the pump (reader thread -> uringpipe ->
- *                writer thread), progress, the --json summary, exit codes;
- *   cat_io.c     file I/O for the pump: one small io_uring per thread, or
- *                readv/writev where io_uring is refused or disabled;
- *   cat_size.c   size parsing and formatting, shared by the pump and --bench;
- *   cat_bench.c  --bench: uringpipe against kernel pipes (was uringpipe-bench);
- *   cat_report.c --report: the self-contained HTML/SVG chart.
+ *   cat_main.c     sets up a run: the pipe, the pump, progress, the --json
+ *                  summary, exit codes;
+ *   cat_cli.c      option parsing, --help and --version;
+ *   cat_pump.c     the copy loop: reader thread -> uringpipe -> writer thread;
+ *   cat_io.c       file I/O for the pump: one small io_uring per thread, or
+ *                  readv/writev where io_uring is refused or disabled;
+ *   cat_progress.c the pv-like progress line;
+ *   cat_time.c     the monotonic clock, shared by the pump and --bench;
+ *   cat_size.c     size parsing and formatting, shared by the pump and --bench;
+ *   cat_bench.c    --bench: uringpipe against kernel pipes; its parts are the
+ *                  bench_*.c files, with their own header bench.h;
+ *   cat_report.c   --report: the self-contained HTML/SVG chart.
  */
 #ifndef UP_TOOLS_CAT_H
 #define UP_TOOLS_CAT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +31,8 @@
 #define GiB ((uint64_t)1 << 30)
 #define TiB ((uint64_t)1 << 40)
 
+#define CAT_PROG "uringpipe-cat"
+
 /* Exit statuses, documented in --help and uringpipe-cat(1). */
 enum {
 	CAT_EXIT_OK = 0,
@@ -33,6 +41,68 @@ enum {
 	CAT_EXIT_OUTPUT = 3, /* writing stdout failed (or EPIPE with SIGPIPE ignored) */
 	CAT_EXIT_PIPE = 4,   /* uringpipe itself failed (create, open, -EPROTO) */
 };
+
+/* ------------------------------------------------------------- cat_cli.c */
+
+struct cat_opts {
+	uint64_t capacity, page_size, size;
+	int node;
+	bool have_size, quiet, progress, json, no_uring;
+	char **files;
+	int nfiles;
+};
+
+/*
+ * cat_parse_args - the pump's options into *o. Exits with CAT_EXIT_USAGE and
+ * a message on a bad one, and with 0 after --help or --version.
+ */
+void cat_parse_args(int argc, char **argv, struct cat_opts *o);
+
+/* ------------------------------------------------------------ cat_pump.c */
+
+struct up_end;
+
+struct cat_pump {
+	const struct cat_opts *o;
+	struct up_end *rd, *wr;
+	bool sigpipe_default; /* SIGPIPE was SIG_DFL and unblocked at start */
+	/* Relaxed counters: read by the progress loop for display only. */
+	_Atomic uint64_t in_bytes, out_bytes;
+	int input_errors;  /* reader thread only, read after join */
+	int out_err;       /* writer thread only, read after join: -errno */
+	int pipe_err;      /* either thread, first uringpipe failure */
+	const char *pipe_err_where;
+	char io_name[16];
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int running; /* threads still running, under mu */
+	pthread_t rt, wt;
+};
+
+/* cat_pump_init - an idle pump for @o; also ignores SIGPIPE from here on,
+ * remembering whether it was at its default (see cat_pump.c). The caller
+ * opens pm->rd and pm->wr on one pipe before cat_pump_start(). */
+void cat_pump_init(struct cat_pump *pm, const struct cat_opts *o);
+/* cat_pump_start - starts both threads. 0, or pthread_create's error. */
+int cat_pump_start(struct cat_pump *pm);
+/* cat_pump_wait - until both threads are done, then joins them. Calls @tick
+ * (unless NULL) every half second meanwhile, without the pump's lock held. */
+void cat_pump_wait(struct cat_pump *pm, void (*tick)(void *arg), void *arg);
+void cat_pump_destroy(struct cat_pump *pm);
+
+/* -------------------------------------------------------- cat_progress.c */
+
+/* One progress line on stderr: @el seconds elapsed, @rate bytes/s; @known
+ * adds a bar, a percentage and an ETA against @total. @final ends the line. */
+void cat_progress_line(uint64_t bytes, double el, double rate, bool known, uint64_t total,
+		       bool tty, bool final);
+
+/* ------------------------------------------------------------ cat_time.c */
+
+/* Seconds on CLOCK_MONOTONIC. */
+double cat_mono(void);
+/* A condition variable whose timed waits take CLOCK_MONOTONIC deadlines. */
+void cat_cond_init_mono(pthread_cond_t *cv);
 
 /* ------------------------------------------------------------ cat_size.c */
 
@@ -48,7 +118,7 @@ int cat_parse_uint(const char *s, uint64_t *out, int base);
 
 /* "4K", "1M", "100": exact short form (table, labels). */
 const char *cat_size_label(uint64_t v, char *b, size_t bl);
-/* "4 KiB", "100 B": exact long form. */
+/* "4 KiB", "100 B": exact long form (up to TiB). */
 const char *cat_bytes_label(uint64_t v, char *b, size_t bl);
 /* "1.50 GiB": rounded human form for progress lines. */
 const char *cat_human(double v, char *b, size_t bl);

@@ -11,10 +11,6 @@
  * ring can later carry registered buffers and linked requests, and that the
  * kernel serves pipe/socket reads by poll-arming instead of parking a thread.
  *
- * Rejected: several reads in flight on one fd. For pipes and sockets the
- * completion order of concurrent reads at offset -1 is not the stream order,
- * and for regular files the page cache copy dominates the per-call cost.
- *
  * Offsets are -1 (IORING_FEAT_RW_CUR_POS, Linux 5.6): the request uses and
  * advances the file position, so `(read x; uringpipe-cat) < file` continues
  * where the shell left off, exactly as cat does.
@@ -121,16 +117,17 @@ static ssize_t uring_rw(struct cat_io *io, bool wr, int fd, const struct iovec *
 }
 #endif
 
-ssize_t cat_io_readv(struct cat_io *io, int fd, const struct iovec *iov, int cnt)
+/* Either direction, at the current file position; EINTR is retried. */
+static ssize_t io_rw(struct cat_io *io, bool wr, int fd, const struct iovec *iov, int cnt)
 {
 #ifdef UP_CAT_HAVE_URING
 	if (io->uring)
-		return uring_rw(io, false, fd, iov, cnt);
+		return uring_rw(io, wr, fd, iov, cnt);
 #else
 	(void)io;
 #endif
 	for (;;) {
-		ssize_t r = readv(fd, iov, cnt);
+		ssize_t r = wr ? writev(fd, iov, cnt) : readv(fd, iov, cnt);
 		if (r >= 0)
 			return r;
 		if (errno != EINTR)
@@ -138,19 +135,12 @@ ssize_t cat_io_readv(struct cat_io *io, int fd, const struct iovec *iov, int cnt
 	}
 }
 
+ssize_t cat_io_readv(struct cat_io *io, int fd, const struct iovec *iov, int cnt)
+{
+	return io_rw(io, false, fd, iov, cnt);
+}
+
 ssize_t cat_io_writev(struct cat_io *io, int fd, const struct iovec *iov, int cnt)
 {
-#ifdef UP_CAT_HAVE_URING
-	if (io->uring)
-		return uring_rw(io, true, fd, iov, cnt);
-#else
-	(void)io;
-#endif
-	for (;;) {
-		ssize_t r = writev(fd, iov, cnt);
-		if (r >= 0)
-			return r;
-		if (errno != EINTR)
-			return -errno;
-	}
+	return io_rw(io, true, fd, iov, cnt);
 }

@@ -2,11 +2,11 @@
 /*
  * cat_size.c - sizes for humans, in and out.
  *
- * Suffixes: K M G T (and KiB MiB GiB TiB) are binary, as in pv, dd and the
- * old uringpipe-bench; KB MB GB TB are decimal, as in dd's "kB"/"MB". A bare
- * "B" after the digits is allowed ("100B"). Case is ignored for the letter
- * (pv accepts "4k") but "Kb"/"kb" is refused: a lower-case b means bits to
- * many readers, and guessing is worse than an error.
+ * Suffixes: K M G T (and KiB MiB GiB TiB) are binary, as in pv and dd;
+ * KB MB GB TB are decimal, as in dd's "kB"/"MB". A bare "B" after the digits
+ * is allowed ("100B"). Case is ignored for the letter (pv accepts "4k") but
+ * "Kb"/"kb" is refused: a lower-case b means bits to many readers, and
+ * guessing is worse than an error.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,19 +16,26 @@
 
 #include "cat.h"
 
+/* strtoull() from a leading digit only: strtoull would take " 12", "+12"
+ * and "-12" (wrapping the last). 0 with *v and *end, -EINVAL or -ERANGE. */
+static int leading_uint(const char *s, int base, unsigned long long *v, char **end)
+{
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	*v = strtoull(s, end, base);
+	return errno == ERANGE ? -ERANGE : 0;
+}
+
 int cat_parse_size(const char *s, uint64_t *out)
 {
 	unsigned long long v;
 	uint64_t mul = 1;
 	char *end;
+	int r = leading_uint(s, 10, &v, &end);
 
-	/* strtoull would take " 12", "+12" and "-12" (wrapping the last). */
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno == ERANGE)
-		return -ERANGE;
+	if (r < 0)
+		return r;
 	switch (*end) {
 	case 'k': case 'K': mul = KiB; break;
 	case 'm': case 'M': mul = MiB; break;
@@ -60,45 +67,41 @@ int cat_parse_uint(const char *s, uint64_t *out, int base)
 {
 	unsigned long long v;
 	char *end;
+	int r = leading_uint(s, base, &v, &end);
 
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, base);
-	if (errno == ERANGE)
-		return -ERANGE;
+	if (r < 0)
+		return r;
 	if (*end != '\0')
 		return -EINVAL;
 	*out = (uint64_t)v;
 	return 0;
 }
 
+/* @v in the largest binary unit that divides it exactly, named by @unit
+ * (B, KiB, MiB, GiB, TiB in some spelling), or in bytes. */
+static const char *exact_label(uint64_t v, char *b, size_t bl, const char *const unit[5])
+{
+	for (unsigned u = 4; u > 0; u--) {
+		uint64_t m = (uint64_t)1 << (10 * u);
+		if (v >= m && v % m == 0) {
+			snprintf(b, bl, "%" PRIu64 "%s", v / m, unit[u]);
+			return b;
+		}
+	}
+	snprintf(b, bl, "%" PRIu64 "%s", v, unit[0]);
+	return b;
+}
+
 const char *cat_size_label(uint64_t v, char *b, size_t bl)
 {
-	if (v >= TiB && v % TiB == 0)
-		snprintf(b, bl, "%" PRIu64 "T", v / TiB);
-	else if (v >= GiB && v % GiB == 0)
-		snprintf(b, bl, "%" PRIu64 "G", v / GiB);
-	else if (v >= MiB && v % MiB == 0)
-		snprintf(b, bl, "%" PRIu64 "M", v / MiB);
-	else if (v >= KiB && v % KiB == 0)
-		snprintf(b, bl, "%" PRIu64 "K", v / KiB);
-	else
-		snprintf(b, bl, "%" PRIu64, v);
-	return b;
+	static const char *const unit[5] = {"", "K", "M", "G", "T"};
+	return exact_label(v, b, bl, unit);
 }
 
 const char *cat_bytes_label(uint64_t v, char *b, size_t bl)
 {
-	if (v >= GiB && v % GiB == 0)
-		snprintf(b, bl, "%" PRIu64 " GiB", v / GiB);
-	else if (v >= MiB && v % MiB == 0)
-		snprintf(b, bl, "%" PRIu64 " MiB", v / MiB);
-	else if (v >= KiB && v % KiB == 0)
-		snprintf(b, bl, "%" PRIu64 " KiB", v / KiB);
-	else
-		snprintf(b, bl, "%" PRIu64 " B", v);
-	return b;
+	static const char *const unit[5] = {" B", " KiB", " MiB", " GiB", " TiB"};
+	return exact_label(v, b, bl, unit);
 }
 
 const char *cat_human(double v, char *b, size_t bl)

@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * up_pingpong - 1-byte ping-pong round trips between two threads: kernel
- * pipes vs uringpipe, with a bare cache-line round trip for reference
- * (issue 3, "Done when": a sleeping round trip no slower than a kernel
- * pipe's; a spinning one within 3x of a cache-line round trip).
+ * pipes vs uringpipe, with a bare cache-line round trip for reference.
  *
  * Usage: uringpipe-pingpong [--rounds N] [--gap-rounds N] [--gap-us U]
  *                           [--no-reexec]
@@ -14,7 +12,7 @@
  *   uringpipe b2b two uringpipes, back-to-back: the library's spin phase
  *                 may catch the reply without sleeping;
  *   kpipe gap     as kpipe b2b, but the initiator idles --gap-us (default
- *                 300 us, well beyond the library's ~50 us spin budget)
+ *                 300 us, well beyond the library's spin phase)
  *                 before each round, so the responder is asleep when the
  *                 ping arrives;
  *   uringpipe gap the same for uringpipe: the ping must wake a sleeper

@@ -97,7 +97,7 @@ proctype Writer()
 		assert(h - tail < S);          /* pages <= slots: a free slot */
 		slot_page[SL(h)] = pg;
 		slot_len[SL(h)] = k;
-		head = h + 1;                   /* R1 */
+		head = h + 1;                   /* [head] rel */
 		next = next + k;
 more:		skip
 	od;
@@ -128,7 +128,7 @@ proctype Reader()
 		:: max = C + 1
 		fi;
 		t = tail; o = off; got = 0; nfree = 0;
-		h = head;                       /* A1 */
+		h = head;                       /* [head] acq */
 		do
 		:: t == h || got >= max -> break
 		:: else ->
@@ -181,7 +181,7 @@ proctype Reader()
 			freed[nfree] = pg; nfree++;
 			t++; o = 0
 		od;
-		atomic { tail = t; off = o }       /* R3: one word */
+		atomic { tail = t; off = o }       /* [tail] rel: one word */
 		j = 0;
 		do                                  /* up__pool_put() */
 		:: j < nfree -> pool[(pput + j) % S] = freed[j]; j++

@@ -162,7 +162,7 @@ proctype Writer(byte w)
 
 	do
 	:: n < ITEMS ->
-		STORE_PUB(w);                   /* R1/R2: head or len, seq_cst */
+		STORE_PUB(w);                   /* [head] or [len], seq_cst */
 		wake_line(w, 0);                /* new data: one reader */
 		n++
 	:: else -> break

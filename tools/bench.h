@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench.h - private interfaces of `uringpipe-cat --bench`, shared by its
+ * sources only:
+ *
+ *   cat_bench.c     the mode's entry: probes, configurations, output order;
+ *                   fatal errors and allocation for all of its parts;
+ *   bench_opts.c    its options and --bench --help;
+ *   bench_probe.c   what the machine and the library turn out to be;
+ *   bench_workers.c the writer and reader threads of one run;
+ *   bench_run.c     one run (set-up, watchdog, results), calibration, and
+ *                   every size of one writers x readers configuration;
+ *   bench_out.c     the text table, the JSON object and the --report data;
+ *   bench_pressure.c --memory-pressure: stress-ng beside the benchmark.
+ */
+#ifndef UP_TOOLS_BENCH_H
+#define UP_TOOLS_BENCH_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "uringpipe.h"
+
+#include "cat.h"
+
+#define BENCH_PFX "uringpipe-cat --bench: " /* before every message */
+
+#define MAX_SIZES  32
+#define MAX_REPEAT 100
+
+enum transport { T_KERNEL = CAT_T_KERNEL, T_URING = CAT_T_URING, T_URING_ZC = CAT_T_URING_ZC,
+		 T_COUNT = CAT_T_COUNT };
+extern const char *const bench_tname[T_COUNT];
+
+/* Either flavour of uringpipe endpoint. */
+static inline bool is_up(enum transport t)
+{
+	return t != T_KERNEL;
+}
+
+struct opts {
+	uint64_t sizes[MAX_SIZES];
+	unsigned nsizes;
+	uint64_t capacity;
+	uint64_t bytes; /* 0: calibrate per transport and size */
+	unsigned repeat, writers, readers;
+	bool json, verbose, sweep, pressure;
+	const char *report;
+	uint64_t seed;
+	uint64_t lat_every; /* 0: automatic */
+	double run_time;    /* target seconds per timed run when calibrating */
+	double timeout;     /* seconds per run; 0: automatic */
+};
+
+/* What the machine and the library turned out to be, found once at start. */
+struct env {
+	int cpu[2];        /* first two CPUs we may run on, or -1 */
+	int kpipe_req;     /* argument for F_SETPIPE_SZ, 0 = leave the default */
+	long kpipe_size;   /* F_GETPIPE_SZ read back */
+	long kpipe_max;    /* /proc/sys/fs/pipe-max-size, -1 if unreadable */
+	char kpipe_note[320];
+	char backend[17];
+	int numa_node;
+	size_t up_capacity, up_page;
+	double clock_ns;   /* cost of one clock_gettime(CLOCK_MONOTONIC) */
+};
+
+/* A 1 x 1 run is pinned, writer and reader on two CPUs, when it may be. */
+static inline bool bench_pinned(const struct env *env, unsigned writers, unsigned readers)
+{
+	return writers == 1 && readers == 1 && env->cpu[1] >= 0;
+}
+
+/* What the threads of one run share. */
+struct shared {
+	enum transport t;
+	size_t size;
+	uint64_t key; /* pattern key derived from --seed */
+	bool verify;
+	pthread_barrier_t bar;
+	/* The watchdog: workers count themselves out here. A condition
+	 * variable rather than pthread_clockjoin_np(), which TSan does not
+	 * intercept: it would flag every read of a joined worker's results. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned done;
+};
+
+struct worker {
+	struct shared *sh;
+	pthread_t tid;
+	bool writer;
+	unsigned idx;
+	int fd;             /* kernel transport */
+	struct up_end *end; /* uringpipe transport */
+	unsigned char *buf;
+	size_t buflen;
+	unsigned char *scratch; /* reader, verify pass: expected bytes */
+	uint64_t quota;         /* writer: bytes to write */
+	uint64_t moved;         /* bytes written or read */
+	uint64_t calls;         /* write()/read() or up_write()/up_read() calls */
+	uint64_t *lat;          /* writer: sampled write durations, ns */
+	size_t lat_cap, nlat;
+	uint64_t every;
+	bool bad;               /* reader: integrity already failed */
+	struct timespec t0, t1;
+	/* Read only by the watchdog to say where a hung run stopped: relaxed,
+	 * it orders nothing. */
+	_Atomic uint64_t progress;
+	char err[256];
+} __attribute__((aligned(64)));
+
+/* One write size: every run's figures, per transport. */
+struct row {
+	uint64_t size;
+	uint64_t bytes[T_COUNT];
+	uint64_t verified[T_COUNT];
+	double mbps[T_COUNT][MAX_REPEAT];
+	double secs[T_COUNT][MAX_REPEAT];
+	double p50[T_COUNT][MAX_REPEAT], p99[T_COUNT][MAX_REPEAT];
+	double lmax[T_COUNT];
+	double sys_gib[T_COUNT][MAX_REPEAT];
+	uint64_t syscalls[T_COUNT][MAX_REPEAT];
+	size_t nlat[T_COUNT];
+	uint64_t every[T_COUNT];
+	struct up_stats st[MAX_REPEAT];
+	bool have_st[MAX_REPEAT];
+};
+
+/* One run configuration (writers x readers) and its rows. */
+struct config {
+	unsigned writers, readers;
+	struct row *rows;
+};
+
+static inline uint64_t ts_ns(const struct timespec *ts)
+{
+	return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+}
+
+/* vDSO on x86 (tsc/kvm-clock) and arm64: no system call. */
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts_ns(&ts);
+}
+
+static inline uint64_t mix64(uint64_t x)
+{
+	/* splitmix64 finaliser: every input bit reaches every output bit. */
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9u;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebu;
+	x ^= x >> 31;
+	return x;
+}
+
+/* ------------------------------------------------------------ cat_bench.c */
+
+/* Prints BENCH_PFX and the message on stderr, after flushing stdout, and
+ * exits 1. */
+void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void *bench_xmalloc(size_t n);
+/* A data buffer (what writers copy from, readers copy into) on @node, from
+ * the library's node arenas: up_buf_alloc(3). Free with up_buf_free(). */
+unsigned char *bench_xbuf_alloc(size_t n, int node);
+
+/* ----------------------------------------------------------- bench_opts.c */
+
+/* Exits 2 with a message and the usage on a bad option, 0 after --help. */
+void bench_parse_args(int argc, char **argv, struct opts *o);
+
+/* ---------------------------------------------------------- bench_probe.c */
+
+/* Fills *env for pipes of @capacity; dies if no pipe of either kind can be
+ * made. */
+void bench_probe(uint64_t capacity, struct env *env);
+
+/* -------------------------------------------------------- bench_workers.c */
+
+/* Byte at stream offset o is byte (o & 7) of mix64((o >> 3) + key). */
+void bench_pattern_fill(unsigned char *dst, uint64_t off, size_t n, uint64_t key);
+/* A worker thread's body: waits on the barrier, writes its quota or reads
+ * to EOF, closes its end. */
+void bench_worker_main(struct worker *w);
+/* Closes the worker's end of the pipe, if still open. */
+void bench_close_end(struct worker *w);
+
+/* ------------------------------------------------------------ bench_run.c */
+
+/* Every size for one writers x readers configuration into @rows. The
+ * verification pass (always 1 x 1) runs only with @verify: once per size is
+ * enough. Exits 1 when a run fails. */
+void bench_run_config(const struct opts *o, const struct env *env, struct row *rows,
+		      bool verify);
+
+/* ------------------------------------------------------------ bench_out.c */
+
+void bench_print_header(const struct opts *o, const struct env *env);
+void bench_print_table(const struct opts *o, const struct env *env, const struct config *cf);
+void bench_print_footer(const struct opts *o);
+void bench_print_json(const struct opts *o, const struct env *env, const struct config *cf,
+		      unsigned ncf);
+/* --report: the chart of the medians, written to o->report; dies on failure. */
+void bench_write_report(const struct opts *o, const struct env *env, const struct config *cf,
+			unsigned ncf);
+
+/* ------------------------------------------------------- bench_pressure.c */
+
+/* Starts stress-ng in its own process group, or dies saying why not. */
+void bench_pressure_start(void);
+/* Stops and reaps it; nothing if it is not running. Also run at exit. */
+void bench_pressure_stop(void);
+
+#endif /* UP_TOOLS_BENCH_H */

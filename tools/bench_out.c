@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_out.c - what `uringpipe-cat --bench` prints: the text table (header,
+ * one table per configuration, footer), the --json object on stdout, and
+ * the medians handed to the --report chart.
+ *
+ * A summary figure is the median over the --repeat runs, except the maximum
+ * latency, which is the maximum over them; the JSON also lists every run.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(const double *v, unsigned n)
+{
+	double tmp[MAX_REPEAT];
+	if (n == 0)
+		return 0.0;
+	memcpy(tmp, v, n * sizeof(*v));
+	qsort(tmp, n, sizeof(*tmp), cmp_dbl);
+	return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2.0;
+}
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static void json_darr(const double *v, unsigned n, int prec)
+{
+	putchar('[');
+	for (unsigned i = 0; i < n; i++)
+		printf("%s%.*f", i ? "," : "", prec, v[i]);
+	putchar(']');
+}
+
+static void json_row(const struct opts *o, const struct row *rw)
+{
+	double mk = median(rw->mbps[T_KERNEL], o->repeat);
+
+	printf("{\"size\":%" PRIu64, rw->size);
+	for (int t = T_URING; t < T_COUNT; t++) {
+		printf(",\"%s\":", t == T_URING ? "ratio" : "ratio_zc");
+		if (mk > 0)
+			printf("%.4f", median(rw->mbps[t], o->repeat) / mk);
+		else
+			printf("null");
+	}
+	for (int t = 0; t < T_COUNT; t++) {
+		printf(",\"%s\":{\"bytes_per_run\":%" PRIu64 ",\"verified_bytes\":%" PRIu64
+		       ",\"mbps_median\":%.3f,\"mbps\":",
+		       bench_tname[t], rw->bytes[t], rw->verified[t], median(rw->mbps[t], o->repeat));
+		json_darr(rw->mbps[t], o->repeat, 3);
+		printf(",\"secs\":");
+		json_darr(rw->secs[t], o->repeat, 6);
+		printf(",\"lat_us\":{\"p50\":%.3f,\"p99\":%.3f,\"max\":%.3f,"
+		       "\"samples_per_run\":%zu,\"every\":%" PRIu64 "}",
+		       median(rw->p50[t], o->repeat), median(rw->p99[t], o->repeat), rw->lmax[t],
+		       rw->nlat[t], rw->every[t]);
+		printf(",\"syscalls_per_gib_median\":%.1f,\"syscalls\":[",
+		       median(rw->sys_gib[t], o->repeat));
+		for (unsigned i = 0; i < o->repeat; i++)
+			printf("%s%" PRIu64, i ? "," : "", rw->syscalls[t][i]);
+		printf("]");
+		if (t == T_URING) {
+			printf(",\"stats\":[");
+			for (unsigned i = 0; i < o->repeat; i++) {
+				const struct up_stats *st = &rw->st[i];
+				if (!rw->have_st[i]) {
+					printf("%snull", i ? "," : "");
+					continue;
+				}
+				printf("%s{\"bytes_written\":%" PRIu64 ",\"bytes_read\":%" PRIu64
+				       ",\"writes\":%" PRIu64 ",\"reads\":%" PRIu64 ",\"waits\":%" PRIu64
+				       ",\"wakes\":%" PRIu64 ",\"syscalls\":%" PRIu64 "}",
+				       i ? "," : "", st->bytes_written, st->bytes_read, st->writes,
+				       st->reads, st->waits, st->wakes, st->syscalls);
+			}
+			printf("]");
+		}
+		printf("}");
+	}
+	printf("}");
+}
+
+void bench_print_json(const struct opts *o, const struct env *env, const struct config *cf,
+		       unsigned ncf)
+{
+	printf("{\"tool\":\"uringpipe-cat --bench\",\"version\":\"%s\",", UP_VERSION_STRING);
+	printf("\"capacity\":%" PRIu64 ",\"uringpipe_capacity\":%zu,\"page_size\":%zu,"
+	       "\"kernel_pipe_size\":%ld,\"pipe_max_size\":%ld,\"kernel_pipe_note\":",
+	       o->capacity, env->up_capacity, env->up_page, env->kpipe_size, env->kpipe_max);
+	json_str(env->kpipe_note);
+	printf(",\"backend\":");
+	json_str(env->backend);
+	printf(",\"numa_node\":%d,\"repeat\":%u,\"memory_pressure\":%s,\"writer_cpu\":%d,"
+	       "\"reader_cpu\":%d,\"seed\":%" PRIu64 ",\"bytes_option\":%" PRIu64
+	       ",\"run_time\":%.3f,\"clock_gettime_ns\":%.1f,\"mb\":1000000,"
+	       "\"transports\":[\"kernel\",\"uringpipe\",\"uringpipe_zc\"],\"configs\":[",
+	       env->numa_node, o->repeat, o->pressure ? "true" : "false", env->cpu[0],
+	       env->cpu[1], o->seed, o->bytes, o->run_time, env->clock_ns);
+	for (unsigned c = 0; c < ncf; c++) {
+		printf("%s{\"writers\":%u,\"readers\":%u,\"pinned\":%s,\"rows\":[", c ? "," : "",
+		       cf[c].writers, cf[c].readers,
+		       bench_pinned(env, cf[c].writers, cf[c].readers) ? "true" : "false");
+		for (unsigned s = 0; s < o->nsizes; s++) {
+			if (s)
+				putchar(',');
+			json_row(o, &cf[c].rows[s]);
+		}
+		printf("]}");
+	}
+	printf("]");
+	/* Without --sweep there is one configuration: its rows are also at
+	 * the top level, where single-configuration consumers read them. */
+	if (ncf == 1) {
+		printf(",\"writers\":%u,\"readers\":%u,\"rows\":[", cf[0].writers, cf[0].readers);
+		for (unsigned s = 0; s < o->nsizes; s++) {
+			if (s)
+				putchar(',');
+			json_row(o, &cf[0].rows[s]);
+		}
+		printf("]");
+	}
+	printf("}\n");
+}
+
+/* Latencies span 0.02 µs to seconds: keep three significant-ish digits. */
+static const char *fmt_us(double v, char *b, size_t bl)
+{
+	if (v < 10)
+		snprintf(b, bl, "%.2f", v);
+	else if (v < 1000)
+		snprintf(b, bl, "%.1f", v);
+	else
+		snprintf(b, bl, "%.0f", v);
+	return b;
+}
+
+void bench_print_header(const struct opts *o, const struct env *env)
+{
+	char cb[32];
+
+	printf("uringpipe-cat --bench: capacity %s (kernel pipe %ld B), backend %s, %u repeat%s,"
+	       " median%s\n", cat_bytes_label(o->capacity, cb, sizeof(cb)), env->kpipe_size,
+	       env->backend, o->repeat, o->repeat == 1 ? "" : "s",
+	       o->pressure ? ", under stress-ng --vm memory pressure" : "");
+	if (env->kpipe_note[0])
+		printf("  note: %s\n", env->kpipe_note);
+	printf("  uringpipe %s, page %zu B, numa node %d; seed %" PRIu64
+	       "; clock_gettime %.0f ns; MB = 10^6 B; zc = reserve/commit + peek/consume\n",
+	       UP_VERSION_STRING, env->up_page, env->numa_node, o->seed, env->clock_ns);
+}
+
+void bench_print_table(const struct opts *o, const struct env *env, const struct config *cf)
+{
+	const struct row *rows = cf->rows;
+
+	if (bench_pinned(env, cf->writers, cf->readers))
+		printf("\n%u writer, %u reader, pinned writer->cpu%d reader->cpu%d\n", cf->writers,
+		       cf->readers, env->cpu[0], env->cpu[1]);
+	else
+		printf("\n%u writer%s, %u reader%s, not pinned\n", cf->writers,
+		       cf->writers == 1 ? "" : "s", cf->readers, cf->readers == 1 ? "" : "s");
+	printf("%-5s %12s %12s %6s %12s %6s %18s %18s %18s %s\n", "size", "kernel MB/s",
+	       "uringp MB/s", "ratio", "zc MB/s", "zc/k", "kern p50/p99/max", "up p50/p99/max",
+	       "zc p50/p99/max", "syscalls/GiB k/up/zc");
+	for (unsigned s = 0; s < o->nsizes; s++) {
+		const struct row *rw = &rows[s];
+		double m[T_COUNT];
+		char sb[32], rb[2][32], l[T_COUNT][64], sy[64];
+
+		for (int t = 0; t < T_COUNT; t++) {
+			char a[16], b[16], c[16];
+			m[t] = median(rw->mbps[t], o->repeat);
+			snprintf(l[t], sizeof(l[t]), "%s/%s/%s",
+				 fmt_us(median(rw->p50[t], o->repeat), a, sizeof(a)),
+				 fmt_us(median(rw->p99[t], o->repeat), b, sizeof(b)),
+				 fmt_us(rw->lmax[t], c, sizeof(c)));
+		}
+		for (int t = T_URING; t < T_COUNT; t++) {
+			if (m[T_KERNEL] > 0)
+				snprintf(rb[t - 1], sizeof(rb[0]), "%.2f", m[t] / m[T_KERNEL]);
+			else
+				snprintf(rb[t - 1], sizeof(rb[0]), "-");
+		}
+		snprintf(sy, sizeof(sy), "%.0f/%.0f/%.0f", median(rw->sys_gib[T_KERNEL], o->repeat),
+			 median(rw->sys_gib[T_URING], o->repeat),
+			 median(rw->sys_gib[T_URING_ZC], o->repeat));
+		printf("%-5s %12.1f %12.1f %6s %12.1f %6s %18s %18s %18s %s\n",
+		       cat_size_label(rw->size, sb, sizeof(sb)), m[T_KERNEL], m[T_URING], rb[0],
+		       m[T_URING_ZC], rb[1], l[0], l[1], l[2], sy);
+	}
+}
+
+void bench_print_footer(const struct opts *o)
+{
+	printf("  %s; latency (us): median over runs of p50/p99, max over runs; kernel syscalls"
+	       " = read()+write() calls, uringpipe = up_stats().syscalls\n",
+	       o->bytes ? "bytes per run from --bytes" : "bytes per run calibrated per transport");
+}
+
+void bench_write_report(const struct opts *o, const struct env *env, const struct config *cf,
+			 unsigned ncf)
+{
+	struct cat_report_series *ser = calloc(ncf, sizeof(*ser));
+	struct cat_report_point *pts = calloc((size_t)ncf * o->nsizes, sizeof(*pts));
+	char sub[256], cb[32];
+	int r;
+
+	if (!ser || !pts)
+		bench_die("out of memory");
+	for (unsigned c = 0; c < ncf; c++) {
+		ser[c].writers = cf[c].writers;
+		ser[c].readers = cf[c].readers;
+		ser[c].pts = pts + (size_t)c * o->nsizes;
+		ser[c].npts = o->nsizes;
+		for (unsigned s = 0; s < o->nsizes; s++) {
+			struct cat_report_point *p = &pts[(size_t)c * o->nsizes + s];
+			p->size = cf[c].rows[s].size;
+			for (int t = 0; t < T_COUNT; t++)
+				p->mbps[t] = median(cf[c].rows[s].mbps[t], o->repeat);
+		}
+	}
+	snprintf(sub, sizeof(sub), "capacity %s, backend %s, uringpipe %s, median of %u run%s%s",
+		 cat_bytes_label(o->capacity, cb, sizeof(cb)), env->backend, UP_VERSION_STRING,
+		 o->repeat, o->repeat == 1 ? "" : "s",
+		 o->pressure ? ", under memory pressure (stress-ng --vm)" : "");
+	r = cat_write_report(o->report, "uringpipe vs kernel pipe: throughput by write size", sub,
+			     ser, ncf);
+	if (r < 0)
+		bench_die("--report %s: %s", o->report, strerror(-r));
+	free(pts);
+	free(ser);
+}

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_workers.c - the writer and reader threads of one --bench run, for
+ * each transport: write/read on a kernel pipe, up_write/up_read, and the
+ * zero-copy pair up_reserve/up_commit and up_peek/up_consume.
+ *
+ * In a verification pass the writer fills every chunk with a pattern that is
+ * a function of the absolute stream offset and the reader checks every byte.
+ * The pattern is a 64-bit hash of the offset, not a short period, so that a
+ * ring which swapped or repeated whole pages would fail it; it is generated
+ * per chunk, outside any timed run.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define BENCH_IOV 64
+
+/* Byte at stream offset o is byte (o & 7) of mix64((o >> 3) + key). */
+void bench_pattern_fill(unsigned char *dst, uint64_t off, size_t n, uint64_t key)
+{
+	size_t i = 0;
+	while (i < n) {
+		uint64_t o = off + i;
+		uint64_t word = mix64((o >> 3) + key);
+		for (unsigned sh = (unsigned)(o & 7); sh < 8 && i < n; sh++, i++)
+			dst[i] = (unsigned char)(word >> (8 * sh));
+	}
+}
+
+static ssize_t zc_write(struct worker *w, const unsigned char *p, size_t n);
+
+/* write() or read() on the kernel pipe. An interrupted call is retried
+ * and counted: it was a system call too. */
+static ssize_t kernel_rw(struct worker *w, bool wr, void *p, size_t n)
+{
+	for (;;) {
+		ssize_t r = wr ? write(w->fd, p, n) : read(w->fd, p, n);
+		if (r >= 0)
+			return r;
+		if (errno != EINTR)
+			return -errno;
+		w->calls++;
+	}
+}
+
+/* @p is the writer's own buffer, not const only so that kernel_rw() can
+ * serve both directions. */
+static ssize_t do_write(struct worker *w, void *p, size_t n)
+{
+	if (w->sh->t == T_URING_ZC)
+		return zc_write(w, p, n);
+	if (is_up(w->sh->t))
+		return up_write(w->end, p, n);
+	return kernel_rw(w, true, p, n);
+}
+
+static ssize_t do_read(struct worker *w, void *p, size_t n)
+{
+	if (is_up(w->sh->t))
+		return up_read(w->end, p, n);
+	return kernel_rw(w, false, p, n);
+}
+
+/* @e is a positive errno; up_strerror() takes the library's negative code. */
+static const char *err_str(const struct worker *w, int e)
+{
+	return is_up(w->sh->t) ? up_strerror(-e) : strerror(e);
+}
+
+/*
+ * The zero-copy writer: reserve pages, fill them from the same source buffer
+ * the copying writers use (standing in for a producer that generates data in
+ * place), commit. One reserve+commit pair is one "write" for the latency.
+ */
+static ssize_t zc_write(struct worker *w, const unsigned char *p, size_t n)
+{
+	struct iovec iov[BENCH_IOV];
+	int cnt = BENCH_IOV;
+	ssize_t r = up_reserve(w->end, n, iov, &cnt);
+	size_t k = 0;
+
+	if (r <= 0)
+		return r;
+	for (int i = 0; i < cnt; i++) {
+		memcpy(iov[i].iov_base, p + k, iov[i].iov_len);
+		k += iov[i].iov_len;
+	}
+	r = up_commit(w->end, k);
+	return r < 0 ? r : (ssize_t)k;
+}
+
+void bench_close_end(struct worker *w)
+{
+	if (is_up(w->sh->t)) {
+		up_close(w->end);
+		w->end = NULL;
+	} else if (w->fd >= 0) {
+		close(w->fd);
+		w->fd = -1;
+	}
+}
+
+static void writer_main(struct worker *w)
+{
+	const struct shared *sh = w->sh;
+	uint64_t left = w->quota, countdown = 0;
+
+	pthread_barrier_wait(&w->sh->bar);
+	clock_gettime(CLOCK_MONOTONIC, &w->t0);
+	while (left > 0) {
+		size_t n = left < sh->size ? (size_t)left : sh->size;
+		unsigned char *p = w->buf;
+		size_t rem = n;
+		bool sample = false;
+
+		if (sh->verify)
+			bench_pattern_fill(w->buf, w->moved, n, sh->key);
+		if (w->lat && countdown-- == 0) {
+			sample = true;
+			countdown = w->every - 1;
+		}
+		while (rem > 0) {
+			uint64_t a = sample ? now_ns() : 0;
+			ssize_t r = do_write(w, p, rem);
+			if (sample && w->nlat < w->lat_cap)
+				w->lat[w->nlat++] = now_ns() - a;
+			w->calls++;
+			if (r <= 0) {
+				if (r == 0)
+					snprintf(w->err, sizeof(w->err),
+						 "writer %u: write of %zu returned 0 after %" PRIu64
+						 " bytes", w->idx, rem, w->moved);
+				else
+					snprintf(w->err, sizeof(w->err),
+						 "writer %u: write failed after %" PRIu64 " bytes: %s (%d)",
+						 w->idx, w->moved + (n - rem), err_str(w, (int)-r), (int)r);
+				w->moved += n - rem;
+				goto out;
+			}
+			p += r;
+			rem -= (size_t)r;
+		}
+		w->moved += n;
+		left -= n;
+		/* Relaxed: a progress hint for the watchdog, publishes nothing. */
+		atomic_store_explicit(&w->progress, w->moved, memory_order_relaxed);
+	}
+out:
+	bench_close_end(w); /* the last writer's close is the readers' EOF */
+	clock_gettime(CLOCK_MONOTONIC, &w->t1);
+}
+
+static void verify_chunk(struct worker *w, const unsigned char *got, size_t n)
+{
+	bench_pattern_fill(w->scratch, w->moved, n, w->sh->key);
+	if (memcmp(w->scratch, got, n) == 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (w->scratch[i] != got[i]) {
+			snprintf(w->err, sizeof(w->err),
+				 "integrity: stream offset %" PRIu64 ": expected 0x%02x, read 0x%02x"
+				 " (read of %zu bytes at offset %" PRIu64 ")",
+				 w->moved + i, w->scratch[i], got[i], n, w->moved);
+			break;
+		}
+	}
+	w->bad = true; /* keep draining so the writer finishes */
+}
+
+/* The zero-copy reader: peek, look at the bytes in place (verify pass
+ * only: a timed run leaves them untouched, as a consumer that forwards a
+ * pointer would), consume. */
+static void zc_reader(struct worker *w)
+{
+	for (;;) {
+		struct iovec iov[BENCH_IOV];
+		int cnt = BENCH_IOV;
+		ssize_t r = up_peek(w->end, iov, &cnt);
+		int c;
+
+		w->calls++;
+		if (r == 0)
+			return;
+		if (r < 0) {
+			snprintf(w->err, sizeof(w->err), "reader %u: peek failed after %" PRIu64
+				 " bytes: %s (%d)", w->idx, w->moved, up_strerror((int)r), (int)r);
+			bench_close_end(w);
+			return;
+		}
+		if (w->sh->verify) {
+			uint64_t at = w->moved;
+			for (int i = 0; i < cnt && !w->bad; i++) {
+				size_t done = 0;
+				/* scratch holds max(1 MiB, size): verify in slices;
+				 * verify_chunk takes the offset from w->moved. */
+				while (done < iov[i].iov_len && !w->bad) {
+					size_t k = iov[i].iov_len - done;
+					if (k > w->buflen)
+						k = w->buflen;
+					verify_chunk(w, (const unsigned char *)iov[i].iov_base + done, k);
+					w->moved += k;
+					done += k;
+				}
+			}
+			w->moved = at;
+		}
+		c = up_consume(w->end, (size_t)r);
+		if (c < 0) {
+			snprintf(w->err, sizeof(w->err), "reader %u: consume failed after %" PRIu64
+				 " bytes: %s (%d)", w->idx, w->moved, up_strerror(c), c);
+			bench_close_end(w);
+			return;
+		}
+		w->moved += (uint64_t)r;
+		atomic_store_explicit(&w->progress, w->moved, memory_order_relaxed);
+	}
+}
+
+static void reader_main(struct worker *w)
+{
+	const struct shared *sh = w->sh;
+
+	pthread_barrier_wait(&w->sh->bar);
+	clock_gettime(CLOCK_MONOTONIC, &w->t0);
+	if (sh->t == T_URING_ZC) {
+		zc_reader(w);
+		goto out;
+	}
+	for (;;) {
+		ssize_t r = do_read(w, w->buf, w->buflen);
+		w->calls++;
+		if (r == 0)
+			break;
+		if (r < 0) {
+			snprintf(w->err, sizeof(w->err), "reader %u: read failed after %" PRIu64
+				 " bytes: %s (%d)", w->idx, w->moved, err_str(w, (int)-r), (int)r);
+			bench_close_end(w); /* so a blocked writer sees EPIPE, not a hang */
+			break;
+		}
+		if (sh->verify && !w->bad)
+			verify_chunk(w, w->buf, (size_t)r);
+		w->moved += (uint64_t)r;
+		atomic_store_explicit(&w->progress, w->moved, memory_order_relaxed);
+	}
+out:
+	clock_gettime(CLOCK_MONOTONIC, &w->t1);
+}
+
+void bench_worker_main(struct worker *w)
+{
+	if (w->writer)
+		writer_main(w);
+	else
+		reader_main(w);
+}

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cat_cli.c - uringpipe-cat's command line: --help, --version, and the
+ * options of the pump. --bench has its own parser (bench_opts.c).
+ *
+ * The messages are our own (opterr = 0), so that they can name the option,
+ * the offending argument and what it should be.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uringpipe.h"
+
+#include "cat.h"
+
+#define CAT_DEFAULT_CAPACITY (8 * MiB)
+#define CAT_DEFAULT_PAGE (64 * KiB)
+
+static void usage(FILE *f)
+{
+	fputs(
+"usage: " CAT_PROG " [OPTION]... [FILE]...\n"
+"       " CAT_PROG " --bench [BENCH OPTION]...   (see " CAT_PROG " --bench --help)\n"
+"Concatenate FILEs (or standard input; '-' is standard input) to standard\n"
+"output through a uringpipe shared-memory pipe between a reading thread and\n"
+"a writing thread; file I/O goes through io_uring where the kernel allows.\n"
+"\n"
+"  -B, --buffer SIZE     pipe capacity (default 8M; 8K .. 1G)\n"
+"      --page-size SIZE  bytes per pipe page (default 64K; power of two,\n"
+"                        4K .. 1M)\n"
+"      --node N          place the pipe on NUMA node N (default: local)\n"
+"  -p, --progress        show progress on stderr even if it is not a terminal\n"
+"  -q, --quiet           no progress, even on a terminal\n"
+"  -s, --size SIZE       expected total size, for the percentage and ETA\n"
+"                        (default: the sum of the inputs if all are regular\n"
+"                        files)\n"
+"      --json            print a JSON summary on stderr at the end\n"
+"      --no-uring        use readv/writev for file I/O (also UPCAT_NO_URING=1;\n"
+"                        UP_FORCE_FUTEX=1 also disables the io_uring waker)\n"
+"      --bench           compare uringpipe with kernel pipes instead\n"
+"  -h, --help            this text\n"
+"  -V, --version         version, wake backend and file I/O backend\n"
+"\n"
+"SIZE is a number of bytes with an optional suffix: K M G T (binary, also\n"
+"KiB MiB GiB TiB) or KB MB GB TB (decimal).\n"
+"\n"
+"Exit status: 0 all inputs copied; 1 some input could not be opened or read\n"
+"(the others were still copied); 2 bad usage; 3 writing standard output\n"
+"failed; 4 the uringpipe failed. When the reader of standard output goes away\n"
+"the tool ends like cat, killed by SIGPIPE (status 141 in the shell), unless\n"
+"SIGPIPE was ignored by the caller: then it is a write error (status 3).\n",
+	      f);
+}
+
+static void bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs(CAT_PROG ": ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry '" CAT_PROG " --help' for more information.\n", stderr);
+	exit(CAT_EXIT_USAGE);
+}
+
+static uint64_t size_arg(const char *opt, const char *arg, uint64_t lo, uint64_t hi)
+{
+	uint64_t v;
+	char a[32], b[32];
+	int r = cat_parse_size(arg, &v);
+
+	if (r == -ERANGE)
+		bad_usage("%s: '%s' is too large", opt, arg);
+	if (r < 0)
+		bad_usage("%s: '%s' is not a size (digits with an optional K, M, G, T "
+			  "or KB, MB, GB, TB suffix)", opt, arg);
+	if (v < lo || v > hi)
+		bad_usage("%s: '%s' is out of range (%s .. %s)", opt, arg,
+			  cat_bytes_label(lo, a, sizeof(a)), cat_bytes_label(hi, b, sizeof(b)));
+	return v;
+}
+
+static void print_version(void)
+{
+	struct up_pipe *p = NULL;
+	struct up_stats st;
+	struct cat_io *io;
+	const char *backend = "unavailable";
+	int r;
+
+	/* The wake backend is chosen per endpoint at run time: ask a real
+	 * pipe rather than guess from the build. */
+	r = up_pipe_create(NULL, &p);
+	if (r == 0 && up_stats(p, &st) == 0)
+		backend = st.backend;
+	printf(CAT_PROG " %s\n", UP_VERSION_STRING);
+	printf("wake backend: %s\n", r == 0 ? backend : up_strerror(r));
+	io = cat_io_open(false);
+	printf("file I/O: %s\n", io ? cat_io_name(io) : "unavailable");
+	cat_io_close(io);
+	up_pipe_release(p);
+}
+
+void cat_parse_args(int argc, char **argv, struct cat_opts *o)
+{
+	enum { O_PAGE = 256, O_NODE, O_JSON, O_NO_URING };
+	static const struct option lo[] = {
+		{"buffer", required_argument, NULL, 'B'},
+		{"page-size", required_argument, NULL, O_PAGE},
+		{"node", required_argument, NULL, O_NODE},
+		{"progress", no_argument, NULL, 'p'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"size", required_argument, NULL, 's'},
+		{"json", no_argument, NULL, O_JSON},
+		{"no-uring", no_argument, NULL, O_NO_URING},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	uint64_t v;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->capacity = CAT_DEFAULT_CAPACITY;
+	o->page_size = CAT_DEFAULT_PAGE;
+	o->node = -1;
+	opterr = 0; /* our own messages, naming the option */
+	while ((c = getopt_long(argc, argv, ":B:pqs:hV", lo, NULL)) != -1) {
+		switch (c) {
+		case 'B':
+			o->capacity = size_arg("--buffer", optarg, 8 * KiB, GiB);
+			break;
+		case O_PAGE:
+			o->page_size = size_arg("--page-size", optarg, 4 * KiB, MiB);
+			if (o->page_size & (o->page_size - 1))
+				bad_usage("--page-size: '%s' is not a power of two", optarg);
+			break;
+		case O_NODE:
+			if (cat_parse_uint(optarg, &v, 10) < 0 || v > 4095)
+				bad_usage("--node: '%s' is not a NUMA node number", optarg);
+			o->node = (int)v;
+			break;
+		case 'p':
+			o->progress = true;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 's':
+			o->size = size_arg("--size", optarg, 0, UINT64_MAX);
+			o->have_size = true;
+			break;
+		case O_JSON:
+			o->json = true;
+			break;
+		case O_NO_URING:
+			o->no_uring = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			print_version();
+			exit(0);
+		case ':':
+			bad_usage("option '%s' needs an argument", argv[optind - 1]);
+		default:
+			if (optopt)
+				bad_usage("invalid option -- '%c'", optopt);
+			bad_usage("unrecognized option '%s'", argv[optind - 1]);
+		}
+	}
+	if (o->capacity < 2 * o->page_size)
+		bad_usage("--buffer must hold at least two pages (page size %" PRIu64 ")",
+			  o->page_size);
+	o->files = argv + optind;
+	o->nfiles = argc - optind;
+}

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cat_pump.c - the copy loop of uringpipe-cat.
+ *
+ * A reader thread reads the inputs straight into pipe pages (up_reserve ->
+ * readv into the spans -> up_commit), a writer thread writes stdout straight
+ * from them (up_peek -> writev of the spans -> up_consume). Every byte is
+ * copied twice by the kernel (file -> page, page -> stdout) and never by us;
+ * `cat f | cat` copies four times.
+ *
+ * The caller only waits: cat_pump_wait() sleeps on a condition variable with
+ * a timeout, so a run without progress to draw costs no wakeups.
+ *
+ * SIGPIPE: a library must not raise it, and io_uring may perform a write on
+ * a kernel worker thread, where who gets the signal is not obvious. So the
+ * pump ignores SIGPIPE for the run and turns -EPIPE from stdout back into
+ * what cat would have done: if SIGPIPE was at its default disposition (and
+ * not blocked) when we started, restore the default and raise it, so the
+ * shell sees 128+13 = 141 and prints nothing; if the caller had ignored or
+ * blocked it, cat would get EPIPE and report a write error, and so do we
+ * (exit 3).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uringpipe.h"
+
+#include "cat.h"
+
+#define CAT_IOV 64 /* spans per readv/writev: 64 pages of 64 KiB = 4 MiB */
+
+static void set_pipe_err(struct cat_pump *pm, int r, const char *where)
+{
+	pthread_mutex_lock(&pm->mu);
+	if (!pm->pipe_err) {
+		pm->pipe_err = r;
+		pm->pipe_err_where = where;
+	}
+	pthread_mutex_unlock(&pm->mu);
+}
+
+static void thread_done(struct cat_pump *pm)
+{
+	pthread_mutex_lock(&pm->mu);
+	pm->running--;
+	pthread_cond_signal(&pm->cv);
+	pthread_mutex_unlock(&pm->mu);
+}
+
+/* Copy one input into the pipe. Returns false when the output side is gone
+ * (or the pipe broke): then no further input is worth opening. */
+static bool pump_file(struct cat_pump *pm, struct cat_io *io, int fd, const char *name)
+{
+	const size_t chunk = 1 * MiB;
+
+	for (;;) {
+		struct iovec iov[CAT_IOV];
+		int cnt = CAT_IOV;
+		ssize_t n = up_reserve(pm->wr, chunk, iov, &cnt);
+		ssize_t r;
+		int c;
+
+		if (n == -EPIPE)
+			return false; /* the writer thread stopped: it says why */
+		if (n < 0) {
+			set_pipe_err(pm, (int)n, "up_reserve");
+			return false;
+		}
+		r = cat_io_readv(io, fd, iov, cnt);
+		if (r <= 0) {
+			up_commit(pm->wr, 0); /* drop the reservation */
+			if (r < 0) {
+				fprintf(stderr, CAT_PROG ": %s: %s\n", name, strerror((int)-r));
+				pm->input_errors++;
+			}
+			return true;
+		}
+		c = up_commit(pm->wr, (size_t)r);
+		if (c == -EPIPE)
+			return false;
+		if (c < 0) {
+			set_pipe_err(pm, c, "up_commit");
+			return false;
+		}
+		atomic_fetch_add_explicit(&pm->in_bytes, (uint64_t)r, memory_order_relaxed);
+	}
+}
+
+static void *reader_thread(void *arg)
+{
+	struct cat_pump *pm = arg;
+	const struct cat_opts *o = pm->o;
+	struct cat_io *io = cat_io_open(o->no_uring);
+	static char *const stdin_only[] = {"-"};
+	char *const *files = o->nfiles ? o->files : stdin_only;
+	int nfiles = o->nfiles ? o->nfiles : 1;
+
+	if (!io) {
+		set_pipe_err(pm, -ENOMEM, "cat_io_open");
+		goto out;
+	}
+	for (int i = 0; i < nfiles; i++) {
+		const char *name = files[i];
+		bool is_stdin = strcmp(name, "-") == 0;
+		int fd = is_stdin ? STDIN_FILENO : open(name, O_RDONLY | O_CLOEXEC);
+		bool more;
+
+		if (fd < 0) {
+			fprintf(stderr, CAT_PROG ": %s: %s\n", name, strerror(errno));
+			pm->input_errors++;
+			continue;
+		}
+		/* Advisory: doubles the kernel's readahead window. */
+		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		more = pump_file(pm, io, fd, name);
+		if (!is_stdin)
+			close(fd);
+		if (!more)
+			break;
+	}
+out:
+	cat_io_close(io);
+	up_close(pm->wr); /* the writer thread's EOF */
+	pm->wr = NULL;
+	thread_done(pm);
+	return NULL;
+}
+
+static void *writer_thread(void *arg)
+{
+	struct cat_pump *pm = arg;
+	struct cat_io *io = cat_io_open(pm->o->no_uring);
+
+	if (!io) {
+		set_pipe_err(pm, -ENOMEM, "cat_io_open");
+		goto out;
+	}
+	snprintf(pm->io_name, sizeof(pm->io_name), "%s", cat_io_name(io));
+	for (;;) {
+		struct iovec iov[CAT_IOV];
+		int cnt = CAT_IOV;
+		ssize_t n = up_peek(pm->rd, iov, &cnt);
+		ssize_t w;
+		int c;
+
+		if (n == 0)
+			break; /* every input done and the pipe drained */
+		if (n < 0) {
+			set_pipe_err(pm, (int)n, "up_peek");
+			break;
+		}
+		w = cat_io_writev(io, STDOUT_FILENO, iov, cnt);
+		if (w == 0)
+			w = -EIO; /* writev of > 0 bytes returning 0: no progress possible */
+		if (w < 0) {
+			if (w == -EPIPE && pm->sigpipe_default) {
+				/* Die as cat would (see the note at the top). */
+				signal(SIGPIPE, SIG_DFL);
+				raise(SIGPIPE);
+			}
+			pm->out_err = (int)w;
+			break;
+		}
+		c = up_consume(pm->rd, (size_t)w);
+		if (c < 0) {
+			set_pipe_err(pm, c, "up_consume");
+			break;
+		}
+		atomic_fetch_add_explicit(&pm->out_bytes, (uint64_t)w, memory_order_relaxed);
+	}
+out:
+	cat_io_close(io);
+	/* Closing the read end makes the reader thread's next reserve fail
+	 * with -EPIPE, so it stops opening inputs nobody will see. */
+	up_close(pm->rd);
+	pm->rd = NULL;
+	thread_done(pm);
+	return NULL;
+}
+
+static bool sigpipe_is_default(void)
+{
+	struct sigaction sa;
+	sigset_t cur;
+
+	if (sigaction(SIGPIPE, NULL, &sa) < 0 || sa.sa_handler != SIG_DFL)
+		return false;
+	if (pthread_sigmask(SIG_BLOCK, NULL, &cur) != 0 || sigismember(&cur, SIGPIPE))
+		return false;
+	return true;
+}
+
+void cat_pump_init(struct cat_pump *pm, const struct cat_opts *o)
+{
+	memset(pm, 0, sizeof(*pm));
+	pm->o = o;
+	pm->sigpipe_default = sigpipe_is_default();
+	signal(SIGPIPE, SIG_IGN);
+	pthread_mutex_init(&pm->mu, NULL);
+	cat_cond_init_mono(&pm->cv);
+}
+
+int cat_pump_start(struct cat_pump *pm)
+{
+	int r;
+
+	pm->running = 2;
+	if ((r = pthread_create(&pm->rt, NULL, reader_thread, pm)) != 0 ||
+	    (r = pthread_create(&pm->wt, NULL, writer_thread, pm)) != 0)
+		return r;
+	return 0;
+}
+
+void cat_pump_wait(struct cat_pump *pm, void (*tick)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&pm->mu);
+	while (pm->running > 0) {
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		/* pv redraws once a second; half that feels live on a terminal. */
+		dl.tv_nsec += 500000000;
+		if (dl.tv_nsec >= 1000000000) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000;
+		}
+		if (pthread_cond_timedwait(&pm->cv, &pm->mu, &dl) == ETIMEDOUT && tick) {
+			/* Unlocked: drawing must not hold up a finishing thread. */
+			pthread_mutex_unlock(&pm->mu);
+			tick(arg);
+			pthread_mutex_lock(&pm->mu);
+		}
+	}
+	pthread_mutex_unlock(&pm->mu);
+	pthread_join(pm->rt, NULL);
+	pthread_join(pm->wt, NULL);
+}
+
+void cat_pump_destroy(struct cat_pump *pm)
+{
+	pthread_cond_destroy(&pm->cv);
+	pthread_mutex_destroy(&pm->mu);
+}

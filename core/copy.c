@@ -45,17 +45,6 @@ static void copy_nt(unsigned char *dst, const unsigned char *src, size_t n)
 }
 #endif
 
-/* The cursor's current entry has @k more bytes behind it; step past a full
- * entry (never past the last one, so a copy always finds its place). */
-static inline void cur_advance(struct up__cur *c, size_t k)
-{
-	c->off += k;
-	if (c->off == c->iov[c->i].iov_len && c->i + 1 < c->cnt) {
-		c->i++;
-		c->off = 0;
-	}
-}
-
 void up__cur_copy_in(struct up__cur *c, unsigned char *dst, size_t n, bool nt)
 {
 	while (n) {
@@ -69,42 +58,6 @@ void up__cur_copy_in(struct up__cur *c, unsigned char *dst, size_t n, bool nt)
 			memcpy(dst, src, k);
 		dst += k;
 		n -= k;
-		cur_advance(c, k);
+		up__cur_advance(c, k);
 	}
-}
-
-void up__cur_copy_out(struct up__cur *c, const unsigned char *src, size_t n)
-{
-	while (n) {
-		size_t avail = c->iov[c->i].iov_len - c->off;
-		size_t k = n < avail ? n : avail;
-
-		memcpy((unsigned char *)c->iov[c->i].iov_base + c->off, src, k);
-		src += k;
-		n -= k;
-		cur_advance(c, k);
-	}
-}
-
-/* In 64-byte blocks from the end down. A range that does not fit the
- * caller's current iovec entry is copied upwards. */
-void up__cur_copy_out_down(struct up__cur *c, const unsigned char *src, size_t n)
-{
-	unsigned char *d;
-	size_t i = n;
-
-	if (n > c->iov[c->i].iov_len - c->off) {
-		up__cur_copy_out(c, src, n);
-		return;
-	}
-	d = (unsigned char *)c->iov[c->i].iov_base + c->off;
-	while (i >= 64) {
-		i -= 64;
-		/* Opaque to the optimiser, which would otherwise fold the loop
-		 * back into one upward memcpy(). */
-		__asm__("" : "+r"(i));
-		memcpy(d + i, src + i, 64);
-	}
-	memcpy(d, src, i);
-	cur_advance(c, n);
 }

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #if defined(__x86_64__)
@@ -49,10 +50,55 @@ static inline void up__nt_fence(void)
 
 /* Copy @n bytes from the cursor to @dst, with streaming stores if @nt. */
 void up__cur_copy_in(struct up__cur *c, unsigned char *dst, size_t n, bool nt);
-/* Copy @n bytes from @src out through the cursor. */
-void up__cur_copy_out(struct up__cur *c, const unsigned char *src, size_t n);
+
+/* The cursor's current entry has @k more bytes behind it; step past a full
+ * entry (never past the last one, so a copy always finds its place). */
+static inline void up__cur_advance(struct up__cur *c, size_t k)
+{
+	c->off += k;
+	if (c->off == c->iov[c->i].iov_len && c->i + 1 < c->cnt) {
+		c->i++;
+		c->off = 0;
+	}
+}
+
+/* Copy @n bytes from @src out through the cursor. Inline: the reader's
+ * copy of every slot. */
+static inline void up__cur_copy_out(struct up__cur *c, const unsigned char *src, size_t n)
+{
+	while (n) {
+		size_t avail = c->iov[c->i].iov_len - c->off;
+		size_t k = n < avail ? n : avail;
+
+		memcpy((unsigned char *)c->iov[c->i].iov_base + c->off, src, k);
+		src += k;
+		n -= k;
+		up__cur_advance(c, k);
+	}
+}
+
 /* As up__cur_copy_out(), with the loads running from the end of the range
- * down to its start (reader.c says why). */
-void up__cur_copy_out_down(struct up__cur *c, const unsigned char *src, size_t n);
+ * down to its start, in 64-byte blocks (reader.c says why). A range that
+ * does not fit the caller's current iovec entry is copied upwards. */
+static inline void up__cur_copy_out_down(struct up__cur *c, const unsigned char *src, size_t n)
+{
+	unsigned char *d;
+	size_t i = n;
+
+	if (n > c->iov[c->i].iov_len - c->off) {
+		up__cur_copy_out(c, src, n);
+		return;
+	}
+	d = (unsigned char *)c->iov[c->i].iov_base + c->off;
+	while (i >= 64) {
+		i -= 64;
+		/* Opaque to the optimiser, which would otherwise fold the loop
+		 * back into one upward memcpy(). */
+		__asm__("" : "+r"(i));
+		memcpy(d + i, src + i, 64);
+	}
+	memcpy(d, src, i);
+	up__cur_advance(c, n);
+}
 
 #endif /* UP_CORE_COPY_H */

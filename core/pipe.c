@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "wlock.h"
+#include "writer.h"
 
 #define UP_IOV_MAX 1024
 

@@ -165,22 +165,11 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 	return (ssize_t)got;
 }
 
-/*
- * A reader leaves data behind (its buffer was full, or coalescing left the
- * writer's page) while other readers sleep: wake one, as the kernel's
- * pipe_read does, since the writer woke only one reader for that data.
- * Costs one load when nobody sleeps.
- */
-void up__chain_wake(struct up_end *rd)
+/* up__chain_wake() found a sleeping reader. */
+void up__chain_wake_slow(struct up_end *rd)
 {
-	struct up_shm_wait *wl = &rd->p->ln->rd_wait;
-
-	/* [wait] sc: after our tail store, as a waker's check; pairs with
-	 * [wait] sc in up__wait_ready(). */
-	if (atomic_load_explicit(&wl->nwait, memory_order_seq_cst) == 0)
-		return;
 	if (up__rd_ready(rd) > 0)
-		up__wake_line(rd, wl, 1);
+		up__wake_line(rd, &rd->p->ln->rd_wait, 1);
 }
 
 /* True when the reader should take whole pages only (see the top). */
@@ -204,16 +193,6 @@ bool up__coalesce(struct up_end *rd)
 		}
 		up__cpu_relax();
 	}
-}
-
-/* A read or peek found @n bytes: a read that found data without waiting and
- * took less than the caller allowed keeps the streak going. */
-void up__streak_note(struct up_end *rd, bool cut_short, bool waited)
-{
-	if (cut_short)
-		rd->streak = 0;
-	else if (!waited)
-		rd->streak++;
 }
 
 /*

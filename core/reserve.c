@@ -14,7 +14,7 @@
  * free at once and the reservation is at most half a page; otherwise it
  * takes a page of its own, which never waits for another writer's fill.
  */
-#include "wlock.h"
+#include "writer.h"
 
 /* Holding the writers' lock: hand out the @len bytes after @have in page @pg
  * of slot @head - 1 as the reservation. */

@@ -77,7 +77,7 @@ static inline struct up_shm_wait *up__end_line(struct up_end *e)
 
 /* wake.c: the waker's half of the handshake in wake.h. */
 void up__wake_line_slow(struct up_end *e, struct up_shm_wait *wl, uint32_t nr);
-void up__wake_writers(struct up_end *rd, bool drained);
+void up__wake_writers_slow(struct up_end *rd, bool drained);
 void up__wake_all(struct up_end *e, struct up_shm_wait *wl);
 
 /*
@@ -90,6 +90,16 @@ static inline void up__wake_line(struct up_end *e, struct up_shm_wait *wl, uint3
 	 * pairs with [wait] sc in up__wait_ready(). */
 	if (atomic_load_explicit(&wl->nwait, memory_order_seq_cst) != 0)
 		up__wake_line_slow(e, wl, nr);
+}
+
+/* A reader returned pages (@drained: it emptied the ring): wake sleeping
+ * writers, with hysteresis (wake.c). One load when none sleeps. */
+static inline void up__wake_writers(struct up_end *rd, bool drained)
+{
+	/* [wait] sc: the waker's load, after the pool put; pairs with [wait]
+	 * sc in up__wait_ready(). */
+	if (atomic_load_explicit(&rd->p->ln->wr_wait.nwait, memory_order_seq_cst) != 0)
+		up__wake_writers_slow(rd, drained);
 }
 
 /* reclaim.c */
@@ -130,26 +140,39 @@ static inline int up__write_check(struct up_pipe *p)
 	return 0;
 }
 
-/* writer.c: what reserve.c shares with the write path. */
-int up__merge_open(struct up_end *w, size_t n, struct up_shm_slot **sp, uint32_t *lenp,
-		   uint32_t *pgp, bool try);
-void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len);
-int up__last_slot(struct up_end *w, struct up_shm_slot **sp, uint32_t *lenp, uint32_t *pgp);
-bool up__short_enter(struct up_end *w, size_t len);
-int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, uint32_t n);
-int up__cache_fill(struct up_end *w, uint32_t want);
-int up__wait_pages(struct up_end *w);
-void up__cache_shift(struct up_end *w, uint32_t n);
-void up__claim_next_page(struct up_end *w);
-void up__resv_cancel(struct up_end *w);
-
 /* reader.c: what peek.c shares with the read path. */
 ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool whole,
 			bool *freed_any);
-void up__chain_wake(struct up_end *rd);
+void up__chain_wake_slow(struct up_end *rd);
 bool up__coalesce(struct up_end *rd);
 int up__read_idle(struct up_end *rd, uint32_t writers);
-void up__streak_note(struct up_end *rd, bool cut_short, bool waited);
+
+/*
+ * A reader leaves data behind (its buffer was full, or coalescing left the
+ * writer's page) while other readers sleep: wake one, as the kernel's
+ * pipe_read does, since the writer woke only one reader for that data.
+ * Costs one load when nobody sleeps.
+ */
+static inline void up__chain_wake(struct up_end *rd)
+{
+	struct up_shm_wait *wl = &rd->p->ln->rd_wait;
+
+	/* [wait] sc: after our tail store, as a waker's check; pairs with
+	 * [wait] sc in up__wait_ready(). */
+	if (atomic_load_explicit(&wl->nwait, memory_order_seq_cst) != 0)
+		up__chain_wake_slow(rd);
+}
+
+/* A read or peek found data: one that found it without waiting and was not
+ * cut short by the caller's buffer keeps the streak going (reader.c). */
+static inline void up__streak_note(struct up_end *rd, bool cut_short, bool waited)
+{
+	if (cut_short)
+		rd->streak = 0;
+	else if (!waited)
+		rd->streak++;
+}
+
 
 /* A reader holding the readers' lock between peek and consume lets go. */
 static inline void up__peek_unlock(struct up_end *r)

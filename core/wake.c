@@ -47,7 +47,8 @@ void up__wake_all(struct up_end *e, struct up_shm_wait *wl)
 }
 
 /*
- * A reader returned pages: wake sleeping writers, with hysteresis. A writer
+ * A reader returned pages and up__wake_writers() found a writer asleep: wake
+ * the writers, with hysteresis. A writer
  * only sleeps when the pool has no page beyond the spare ones (shm_layout.h),
  * and waking it for every page freed would cost a sleep/wake round trip per
  * page. So writers are woken once a quarter of the capacity is free beyond
@@ -56,14 +57,10 @@ void up__wake_all(struct up_end *e, struct up_shm_wait *wl)
  * re-checks at the end of its sleep slice, so a reader that stops with less
  * than a quarter free delays it by at most one slice, never forever.
  */
-void up__wake_writers(struct up_end *rd, bool drained)
+void up__wake_writers_slow(struct up_end *rd, bool drained)
 {
 	struct up_pipe *p = rd->p;
 
-	/* [wait] sc: the waker's load, after the pool put; pairs with
-	 * [wait] sc in up__wait_ready(). */
-	if (atomic_load_explicit(&p->ln->wr_wait.nwait, memory_order_seq_cst) == 0)
-		return;
 	if (!drained &&
 	    up__pool_free(p) < p->g.spare_pages + (p->g.page_count - p->g.spare_pages) / 4)
 		return;

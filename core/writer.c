@@ -24,7 +24,7 @@
  */
 #include <string.h>
 
-#include "wlock.h"
+#include "writer.h"
 
 /*
  * The lone writer's copy of the last slot: good from a publish made under
@@ -104,18 +104,6 @@ int up__merge_open(struct up_end *w, size_t n, struct up_shm_slot **sp, uint32_t
 	return 1;
 }
 
-/* Publish the merged bytes by growing @s's len to @len; drop the lock. */
-void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
-{
-	/* [len] rel: the bytes below len before the new len; pairs with [len]
-	 * acq in up__read_locked() and peek_locked(). Also [wait] sc: the
-	 * progress store; pairs with [wait] sc in up__rd_ready(). */
-	atomic_store_explicit(&s->len, len, memory_order_seq_cst);
-	w->last_len = len;
-	up__wlock_drop(w);
-	up__wake_line(w, &w->p->ln->rd_wait, 1);
-}
-
 /*
  * Append @n bytes at the end of the last live page when they all fit.
  * 1 when done, 0 when there is no room (nothing written), -EPROTO, -EAGAIN.
@@ -132,24 +120,6 @@ static int try_merge(struct up_end *w, struct up__cur *c, size_t n)
 	up__cur_copy_in(c, up__page_ptr(w->p, pg) + len, n, false);
 	up__merge_close(w, s, len + (uint32_t)n);
 	return 1;
-}
-
-/* The short way's way in: true with the writers' lock held (through the
- * bias) when @len bytes fit the room left in the last page and nothing asks
- * for the general path. */
-bool up__short_enter(struct up_end *w, size_t len)
-{
-	struct up_pipe *p = w->p;
-
-	/* resv_bytes covers a merge reservation too (reserve.c). */
-	if (!w->last_ok || len > p->g.page_size - w->last_len || w->armed ||
-	    w->resv_bytes != 0 || up__is_broken(p))
-		return false;
-	/* [wait] sc: the EPIPE edge, as in up__write_check(); pairs with [wait]
-	 * sc in up_close(). */
-	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
-		return false;
-	return up__wlock_bias_enter(w);
 }
 
 /*

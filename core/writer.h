@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * writer.h - what the write path (writer.c) shares with reservations
+ * (reserve.c). The two steps every small write and small commit runs are
+ * inline: entering the lone writer's short way, and publishing a merge.
+ */
+#ifndef UP_CORE_WRITER_H
+#define UP_CORE_WRITER_H
+
+#include "wlock.h"
+
+/* writer.c: what reserve.c shares with the write path. */
+int up__merge_open(struct up_end *w, size_t n, struct up_shm_slot **sp, uint32_t *lenp,
+		   uint32_t *pgp, bool try);
+int up__last_slot(struct up_end *w, struct up_shm_slot **sp, uint32_t *lenp, uint32_t *pgp);
+int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, uint32_t n);
+int up__cache_fill(struct up_end *w, uint32_t want);
+int up__wait_pages(struct up_end *w);
+void up__cache_shift(struct up_end *w, uint32_t n);
+void up__claim_next_page(struct up_end *w);
+void up__resv_cancel(struct up_end *w);
+
+
+/* Publish the merged bytes by growing @s's len to @len; drop the lock. */
+static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
+{
+	/* [len] rel: the bytes below len before the new len; pairs with [len]
+	 * acq in up__read_locked() and peek_locked(). Also [wait] sc: the
+	 * progress store; pairs with [wait] sc in up__rd_ready(). */
+	atomic_store_explicit(&s->len, len, memory_order_seq_cst);
+	w->last_len = len;
+	up__wlock_drop(w);
+	up__wake_line(w, &w->p->ln->rd_wait, 1);
+}
+
+/* The short way's way in: true with the writers' lock held (through the
+ * bias) when @len bytes fit the room left in the last page and nothing asks
+ * for the general path. */
+static inline bool up__short_enter(struct up_end *w, size_t len)
+{
+	struct up_pipe *p = w->p;
+
+	/* resv_bytes covers a merge reservation too (reserve.c). */
+	if (!w->last_ok || len > p->g.page_size - w->last_len || w->armed ||
+	    w->resv_bytes != 0 || up__is_broken(p))
+		return false;
+	/* [wait] sc: the EPIPE edge, as in up__write_check(); pairs with [wait]
+	 * sc in up_close(). */
+	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
+		return false;
+	return up__wlock_bias_enter(w);
+}
+
+#endif /* UP_CORE_WRITER_H */

@@ -108,9 +108,10 @@ static pthread_mutex_t buf_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
 static _Atomic unsigned int buf_arena[UP_BUF_NODES]; /* index, UNSET or NONE */
 static struct up_buf_map *buf_maps;                  /* under buf_lock */
-/* Entries on buf_maps. Relaxed: a buffer reaches the thread that frees it
- * through the program's own synchronisation, which orders this count's
- * increment before the free; the list itself is read under buf_lock. */
+/* Entries on buf_maps. Relaxed everywhere: a buffer reaches the thread
+ * that frees it through the program's own synchronisation, which orders
+ * this count's increment before the free; the list itself is read under
+ * buf_lock. */
 static atomic_size_t buf_nmaps;
 
 static struct up_node_hooks *node_hooks(extent_hooks_t *h)
@@ -243,14 +244,20 @@ static unsigned int node_arena(int node)
 
 	if (node < 0 || node >= UP_BUF_NODES)
 		return UP_ARENA_NONE;
+	/* [buf-arena] acq: the arena behind the index is set up; pairs with
+	 * [buf-arena] rel in node_arena(), below, under buf_lock. */
 	ind = atomic_load_explicit(&buf_arena[node], memory_order_acquire);
 	if (up__likely(ind != UP_ARENA_UNSET))
 		return ind;
 	pthread_once(&buf_once, buf_init_once);
 	pthread_mutex_lock(&buf_lock);
+	/* relaxed: stored only under buf_lock, which we hold. */
 	ind = atomic_load_explicit(&buf_arena[node], memory_order_relaxed);
 	if (ind == UP_ARENA_UNSET) {
 		ind = arena_create(node);
+		/* [buf-arena] rel: arena_create()'s set-up before the index;
+		 * pairs with [buf-arena] acq in node_arena(), above, without
+		 * the lock. */
 		atomic_store_explicit(&buf_arena[node], ind, memory_order_release);
 	}
 	pthread_mutex_unlock(&buf_lock);
@@ -269,6 +276,7 @@ static int map_remember(void *addr, size_t len)
 	pthread_mutex_lock(&buf_lock);
 	m->next = buf_maps;
 	buf_maps = m;
+	/* relaxed: see buf_nmaps. */
 	atomic_fetch_add_explicit(&buf_nmaps, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&buf_lock);
 	return 0;
@@ -280,6 +288,7 @@ static size_t map_forget(void *addr)
 	struct up_buf_map **pp, *m = NULL;
 	size_t len = 0;
 
+	/* relaxed: see buf_nmaps; a buffer of ours keeps the count above 0. */
 	if (atomic_load_explicit(&buf_nmaps, memory_order_relaxed) == 0)
 		return 0;
 	pthread_mutex_lock(&buf_lock);
@@ -288,6 +297,7 @@ static size_t map_forget(void *addr)
 			m = *pp;
 			*pp = m->next;
 			len = m->len;
+			/* relaxed: see buf_nmaps. */
 			atomic_fetch_sub_explicit(&buf_nmaps, 1, memory_order_relaxed);
 			break;
 		}

@@ -8,10 +8,10 @@
  * the rare side: the frequent side keeps a compiler barrier only, and the
  * rare side asks the kernel to run a full barrier on every CPU that is
  * running a thread of a registered process (MEMBARRIER_CMD_GLOBAL_EXPEDITED,
- * an IPI each; 12 us on this 2-vCPU VM with the other CPU busy, 0.6 us with
- * it idle). A thread that is not running needs none: the context switch was
- * one. Userspace RCU (liburcu's "membarrier" flavour) and the JVM's biased
- * locking rest on the same argument.
+ * an IPI each; docs/DESIGN-NOTES.md has what one costs). A thread that is
+ * not running needs none: the context switch was one. Userspace RCU
+ * (liburcu's "membarrier" flavour) and the JVM's biased locking rest on the
+ * same argument.
  *
  * Only processes that registered are reached, so the frequent side may rely
  * on the asymmetric handshake only once its own process registered; it
@@ -36,7 +36,7 @@ static int sys_membarrier(int cmd)
 
 bool up__membarrier_registered(pid_t self, uint64_t *syscalls)
 {
-	/* Relaxed: registering twice is harmless, and the kernel call is what
+	/* relaxed: registering twice is harmless, and the kernel call is what
 	 * orders anything. */
 	pid_t r = atomic_load_explicit(&registered, memory_order_relaxed);
 
@@ -46,6 +46,7 @@ bool up__membarrier_registered(pid_t self, uint64_t *syscalls)
 		return false;
 	(*syscalls)++;
 	r = sys_membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0 ? self : -self;
+	/* relaxed: as the load above. */
 	atomic_store_explicit(&registered, r, memory_order_relaxed);
 	return r == self;
 }

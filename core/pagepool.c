@@ -36,19 +36,24 @@ void up__pool_init(struct up_pipe *p)
 {
 	uint32_t i;
 
+	/* relaxed: the segment is not shared yet; the [pool] store below
+	 * publishes these. */
 	for (i = 0; i < p->g.page_count; i++)
 		atomic_store_explicit(&p->pool[i], i, memory_order_relaxed);
 	atomic_store_explicit(&p->ln->pget.get, 0, memory_order_relaxed);
-	/* R0: the pool entries above are visible to whoever maps the segment
-	 * later; mapping and attach order everything else. */
+	/* [pool] rel: the entries above before put; pairs with [pool] acq in
+	 * up__pool_take() and up__pool_free(). Handing the segment over (an fd,
+	 * a thread) orders it as well. */
 	atomic_store_explicit(&p->ln->pput.put, p->g.page_count, memory_order_release);
 }
 
 uint32_t up__pool_free(struct up_pipe *p)
 {
-	/* A1-pool: pairs with R1-pool in up__pool_put(): entries before put are
-	 * written. Either load may be stale; callers treat this as a hint. */
+	/* A hint: either load may be stale, and callers treat it as one.
+	 * [pool] acq: the entries below put are written; pairs with [pool] rel
+	 * in up__pool_put() and up__pool_init(). */
 	uint32_t put = atomic_load_explicit(&p->ln->pput.put, memory_order_acquire);
+	/* relaxed: a hint; only the CAS in up__pool_take() moves get. */
 	uint32_t get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
 	uint32_t n = put - get;
 
@@ -67,9 +72,12 @@ int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t le
 {
 	uint32_t get, put, n, i, stale = 0;
 
+	/* relaxed: a guess; the CAS below checks it and hands back the
+	 * current get when it is stale. */
 	get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
 	for (;;) {
-		/* A1-pool: pairs with R1-pool in up__pool_put(). */
+		/* [pool] acq: the entries below put are written; pairs with
+		 * [pool] rel in up__pool_put() and up__pool_init(). */
 		put = atomic_load_explicit(&p->ln->pput.put, memory_order_acquire);
 		n = put - get;
 		if (n > p->g.page_count) {
@@ -83,6 +91,7 @@ int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t le
 			 */
 			if (++stale > 4096)
 				return -EPROTO;
+			/* relaxed: a fresh guess, checked by the CAS as above. */
 			get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
 			continue;
 		}
@@ -99,12 +108,19 @@ int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t le
 		 * the claim and the reads would then hand out a page that is
 		 * also in use). Read first, then claim: if the CAS succeeds, get
 		 * was still ours, so put cannot have lapped these entries.
+		 * relaxed: the [pool] acquire of put above made them visible.
 		 */
 		for (i = 0; i < n; i++)
 			pages[i] = atomic_load_explicit(&p->pool[(get + i) & p->g.slot_mask],
 							memory_order_relaxed);
-		/* acq_rel on success: the entry loads above stay before the claim
-		 * (release); relaxed on failure: retry with the fresh get. */
+		/* [pool-get] acq_rel: the claim of [get, get + n). A reader can
+		 * reuse these entries only for pages claimed after them, which
+		 * reach it through later claims and [head] or [pool] releases:
+		 * the release half keeps our entry loads before the claim, the
+		 * acquire half carries earlier claims' loads on into our own
+		 * releases. Pairs with itself, run by every taker (writers and
+		 * the trim). Failure is relaxed: the loop retries with the
+		 * fresh get. */
 		if (atomic_compare_exchange_weak_explicit(&p->ln->pget.get, &get, get + n,
 							  memory_order_acq_rel,
 							  memory_order_relaxed))
@@ -113,7 +129,8 @@ int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t le
 	for (i = 0; i < n; i++) {
 		if (pages[i] >= p->g.page_count)
 			return -EPROTO;
-		/* Relaxed: read only by a sweep after this end is gone. */
+		/* relaxed: read only by the orphan sweep, which acts on it once
+		 * this end's entry is gone. */
 		atomic_store_explicit(&p->owner[pages[i]], tag, memory_order_relaxed);
 	}
 	return (int)n;
@@ -123,6 +140,8 @@ void up__pages_untag(struct up_pipe *p, const uint32_t *pages, uint32_t n)
 {
 	uint32_t i;
 
+	/* relaxed: read only by the orphan sweep; the caller publishes or
+	 * returns the pages after this ([head], [pool]). */
 	for (i = 0; i < n; i++)
 		atomic_store_explicit(&p->owner[pages[i]], 0, memory_order_relaxed);
 }
@@ -140,6 +159,7 @@ uint32_t up__pages_orphaned(struct up_pipe *p, uint32_t *pages, uint32_t max)
 	uint32_t i, n = 0;
 
 	for (i = 0; i < p->g.page_count && n < max; i++) {
+		/* relaxed: judged against the entry it names, below. */
 		uint32_t t = atomic_load_explicit(&p->owner[i], memory_order_relaxed);
 		uint32_t idx, st;
 
@@ -150,6 +170,9 @@ uint32_t up__pages_orphaned(struct up_pipe *p, uint32_t *pages, uint32_t max)
 			pages[n++] = i; /* names no endpoint at all */
 			continue;
 		}
+		/* [end-state] acq: an entry seen free or reclaimed was freed
+		 * after its owner untagged; pairs with [end-state] rel in
+		 * end_slot_free() and [end-state] acq_rel in reap_entry(). */
 		st = atomic_load_explicit(&p->ends[idx].state, memory_order_acquire);
 		if ((st & UP_END_ROLE_MASK) == UP_END_FREE ||
 		    (st & ~UP_END_ROLE_MASK) != (t & ~UP_END_ROLE_MASK))
@@ -168,20 +191,24 @@ int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n)
 
 	if (n == 0 || n > p->g.page_count)
 		return n == 0 ? 0 : -EPROTO;
-	/* Relaxed: put has one writer at a time (the readers' lock). Not
+	/* relaxed: put has one writer at a time, the holder of the readers'
+	 * lock, whose [lock] acquire ordered this after the last store. Not
 	 * checked against get here: that would pull the writers' pool line on
 	 * every read; up__pool_take() rejects counters that do not add up. */
 	put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
 	/* No tag clearing here: pages coming back from the ring were untagged
 	 * before they were published, and the other callers (a writer's close,
 	 * the trim, the orphan sweep) untag theirs first. Writing owner[] here
-	 * would make the reader dirty lines the writer tags on every batch. */
+	 * would make the reader dirty lines the writer tags on every batch.
+	 * relaxed: published by the [pool] store of put below. */
 	for (i = 0; i < n; i++)
 		atomic_store_explicit(&p->pool[(put + i) & p->g.slot_mask], pages[i],
 				      memory_order_relaxed);
-	/* R1-pool: publish the entries; pairs with A1-pool in up__pool_take().
-	 * seq_cst, not just release: it is also the "progress" store of the
-	 * writers' sleep handshake (see wake.h), loaded against wr_wait.nwait. */
+	/* [pool] rel: entries [put, put + n) before put; pairs with [pool]
+	 * acq in up__pool_take() and up__pool_free(). seq_cst, not just
+	 * release: also [wait] sc: the progress store of the writers' sleep
+	 * handshake (wake.h), before the waker's load of wr_wait.nwait in
+	 * up__wake_writers(); pairs with [wait] sc in up__wr_ready(). */
 	atomic_store_explicit(&p->ln->pput.put, put + n, memory_order_seq_cst);
 	return 0;
 }

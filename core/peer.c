@@ -69,8 +69,16 @@ static bool pid_alive(pid_t pid, uint64_t *syscalls)
 /* seq_cst decrement that never goes below zero, whatever a peer wrote. */
 static void dec_floor0(_Atomic uint32_t *count)
 {
+	/* relaxed: a guess; the CAS below checks it. */
 	uint32_t old = atomic_load_explicit(count, memory_order_relaxed);
 
+	/* [wait] sc: on a reader or writer count, the progress store of the
+	 * end-of-stream and EPIPE edges; pairs with [wait] sc in up__rd_ready()
+	 * and up__wr_ready(). On a wait line's nwait or npoll, a dead sleeper
+	 * or armed end leaving it, as up__wait_ready() and up__ring_disarm()
+	 * do; pairs with [wait] sc in up__wake_line(). On the writers' lock's
+	 * npoll, [lock-poll] sc: a dead poller leaving; pairs with [lock-poll]
+	 * sc in up__lock_wake(). */
 	while (old != 0 &&
 	       !atomic_compare_exchange_weak_explicit(count, &old, old - 1,
 						      memory_order_seq_cst,
@@ -87,16 +95,23 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 	_Atomic uint32_t *count;
 	uint32_t armed;
 
-	/* acq_rel: one reaper wins; the loser sees the freed state. */
+	/* [end-state] acq_rel: one reaper wins, and the loser sees the entry
+	 * freed; the acquire half orders what follows after the claim being
+	 * reaped, the release half gives the next claimer the free. Pairs
+	 * with [end-state] acq_rel in end_slot_claim() and [end-state] acq in
+	 * up__peers_reap(). */
 	if (!atomic_compare_exchange_strong_explicit(&se->state, &seen,
 						     seen & ~UP_END_ROLE_MASK,
 						     memory_order_acq_rel,
 						     memory_order_relaxed))
 		return false;
+	/* relaxed: a free entry's pid is ignored; it publishes nothing. */
 	atomic_store_explicit(&se->pid, 0, memory_order_relaxed);
 	/* It died asleep, or armed in poll mode: take it off that wait line.
 	 * Left there, it made every waker believe in a sleeper, and an armed
-	 * one turned every data wake into a wake for all. */
+	 * one turned every data wake into a wake for all.
+	 * relaxed: the exchange reads the latest value whatever the order, and
+	 * the counts it names are changed by their own seq_cst RMWs below. */
 	armed = atomic_exchange_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
 	if ((armed & UP_ARMED_LINE_MASK) == UP_ARMED_LINE_RD ||
 	    (armed & UP_ARMED_LINE_MASK) == UP_ARMED_LINE_WR) {
@@ -111,9 +126,12 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 		dec_floor0(&p->ln->wlock.npoll);
 	}
 	count = role == UP_END_READER ? &p->ln->state.readers : &p->ln->state.writers;
-	/* seq_cst: this decrement is the progress store of the EOF/EPIPE
-	 * handshake (wake.h). */
+	/* seq_cst: this decrement is the progress store of the end-of-stream
+	 * and EPIPE edges of the sleep handshake (wake.h). */
 	dec_floor0(count);
+	/* [ends-gen] rel: the freed entry and the dropped counts before the
+	 * new generation; pairs with [ends-gen] acq in up__sweep_orphans() and
+	 * up__peers_watch(). */
 	atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1, memory_order_release);
 	return true;
 }
@@ -127,11 +145,16 @@ int up__peers_reap(struct up_end *e)
 	int reaped = 0;
 
 	for (i = 0; i < p->g.max_ends; i++) {
+		/* [end-state] acq: the entry as its claim or free left it;
+		 * pairs with [end-state] acq_rel in end_slot_claim() and
+		 * reap_entry() and [end-state] rel in end_slot_free(). */
 		uint32_t st = atomic_load_explicit(&p->ends[i].state, memory_order_acquire);
 		pid_t pid;
 
 		if ((st & UP_END_ROLE_MASK) == UP_END_FREE)
 			continue;
+		/* relaxed: a liveness hint, asked of the kernel before use; 0
+		 * (a claim not finished) skips the entry. */
 		pid = atomic_load_explicit(&p->ends[i].pid, memory_order_relaxed);
 		if (pid <= 0 || pid == self)
 			continue;
@@ -158,6 +181,9 @@ bool up__lock_owner_gone(struct up_end *e, uint32_t owner)
 {
 	struct up_pipe *p = e->p;
 	uint32_t idx = (owner & UP_END_ROLE_MASK) - 1;
+	/* [end-state] acq: the entry as its claim or free left it, as in
+	 * up__peers_reap(); pairs with [end-state] acq_rel in end_slot_claim()
+	 * and reap_entry() and [end-state] rel in end_slot_free(). */
 	uint32_t st = atomic_load_explicit(&p->ends[idx].state, memory_order_acquire);
 	pid_t pid;
 	uint64_t sc = 0;
@@ -167,6 +193,7 @@ bool up__lock_owner_gone(struct up_end *e, uint32_t owner)
 		return true;
 	if (up__lock_id(st, idx) != owner)
 		return true;
+	/* relaxed: a liveness hint, as in up__peers_reap(). */
 	pid = atomic_load_explicit(&p->ends[idx].pid, memory_order_relaxed);
 	if (pid <= 0 || pid == e->pid)
 		return false;
@@ -200,6 +227,9 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 {
 	struct up_pipe *p = e->p;
 	const pid_t self = e->pid;
+	/* [ends-gen] acq: the table as of this generation; pairs with
+	 * [ends-gen] rel in end_slot_claim(), end_slot_free() and
+	 * reap_entry(). */
 	uint32_t gen = atomic_load_explicit(&p->ln->state.ends_gen, memory_order_acquire);
 	pid_t seen[UP_MAX_PEER_FDS];
 	uint64_t sc = 0;
@@ -210,6 +240,9 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 		return 0;
 	close_pidfds(e);
 	for (i = 0; i < p->g.max_ends && e->npeer < UP_MAX_PEER_FDS; i++) {
+		/* [end-state] acq: as in up__peers_reap(); pairs with
+		 * [end-state] acq_rel in end_slot_claim() and reap_entry() and
+		 * [end-state] rel in end_slot_free(). */
 		uint32_t st = atomic_load_explicit(&p->ends[i].state, memory_order_acquire);
 		pid_t pid;
 		int fd;
@@ -217,6 +250,7 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 		if (role == UP_PEERS_ANY ? (st & UP_END_ROLE_MASK) == UP_END_FREE
 					 : (st & UP_END_ROLE_MASK) != role)
 			continue;
+		/* relaxed: a liveness hint, as in up__peers_reap(). */
 		pid = atomic_load_explicit(&p->ends[i].pid, memory_order_relaxed);
 		if (pid <= 0 || pid == self)
 			continue;

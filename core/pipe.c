@@ -136,8 +136,9 @@ static int end_slot_claim(struct up_pipe *p, uint32_t role, uint32_t *idx, uint3
 			/* relaxed: published by the [end-pid] release below. */
 			atomic_store_explicit(&se->busy, UP_BUSY_OUT, memory_order_relaxed);
 			atomic_store_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
-			/* [end-pid] rel: the entry's words before its pid; pairs
-			 * with [end-pid] acq in up__peers_reap(). */
+			/* [ends-gen] rel: the entry's words before its pid; the
+			 * generation bump below publishes it too; pairs with
+			 * [ends-gen] acq in up__peers_watch(). */
 			atomic_store_explicit(&se->pid, (int32_t)getpid(), memory_order_release);
 			/* [ends-gen] rel: the claimed entry before the new
 			 * generation; pairs with [ends-gen] acq in

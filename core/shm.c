@@ -95,18 +95,16 @@ static void pipe_free(struct up_pipe *p)
 }
 
 /*
- * Pool pages beyond the capacity. A page comes round again only after the
- * writers have gone through the whole pool (it is FIFO), and a pipe of
- * about the size of a core's cache brought its pages back while their
- * lines were still cached on the reader's side: each store of a small
- * write then waited for a line to come back across cores. With the pool at
- * least pool_min bytes (2 MiB by default), a 100-byte stream through a
- * 1 MiB pipe went from 34 to 21 ns a write in this VM's medium phases
- * (docs/DESIGN-NOTES.md). The pool never exceeds twice the capacity, and a
- * pipe under a quarter of pool_min gets none: its pages come round within
- * the cache either way. Writers leave the spare pages free, so the pipe
- * still holds the capacity and no more; an idle pipe gives them back with
- * the rest of its free pages (trim).
+ * Pool pages beyond the capacity. The pool is FIFO, so a page comes round
+ * again only after the writers have gone through the whole pool; in a pool
+ * about the size of a core's cache its lines are then still cached on the
+ * reader's side, and each store of a small write waits for a line to come
+ * back across cores. So the pool holds at least pool_min bytes (2 MiB by
+ * default; docs/DESIGN-NOTES.md has the measurements), never more than
+ * twice the capacity, and a pipe under a quarter of pool_min gets none: its
+ * pages come round within the cache either way. Writers leave the spare
+ * pages free, so the pipe still holds the capacity and no more; an idle
+ * pipe gives them back with the rest of its free pages (trim).
  */
 static uint32_t pool_spare(const struct up_config *cfg, uint32_t pages, size_t ps)
 {

@@ -35,7 +35,8 @@
  * Nothing read from this segment is trusted after attach: the immutable
  * header is copied into a private struct up__geom once and never re-read,
  * and every index, length and page number taken from the shared lines is
- * range-checked at the point of use (ring.c).
+ * range-checked at the point of use (the data path's files, which ring.h
+ * lists; pagepool.c for page indices).
  */
 #ifndef UP_CORE_SHM_LAYOUT_H
 #define UP_CORE_SHM_LAYOUT_H
@@ -124,18 +125,18 @@ struct up_shm_lock {
 	/* Writers' lock only: the lock id of the writer the lock is biased to
 	 * (it enters without touching word), with UP_BIAS_REVOKE once a writer
 	 * holding word has begun to take the bias back; 0 = none. Written only
-	 * by a holder of word. See ring.c, "the writers' lock". */
+	 * by a holder of word. See wlock.h. */
 	_Atomic uint32_t bias;
 	/* The owner whose marked bias a taker has already fenced with
 	 * membarrier(): a later taker need not fence again. 0 = none. Written
 	 * only by a holder of word. */
 	_Atomic uint32_t fenced;
-	/* Writers' lock only: poll-mode ends armed on word (ring.c,
-	 * wlock_poll_arm()); while not 0, a drop that finds the waiters bit
+	/* Writers' lock only: poll-mode ends armed on word (wlock.c,
+	 * up__wlock_poll_arm()); while not 0, a drop that finds the waiters bit
 	 * wakes every sleeper, not one. Padding before version 4. */
 	_Atomic uint32_t npoll;
 	/* CLOCK_MONOTONIC ns when the bias was marked UP_BIAS_REVOKE; for a
-	 * taker that cannot fence (ring.c, UP_BIAS_GRACE_NS). Written only by
+	 * taker that cannot fence (wlock.c, UP_BIAS_GRACE_NS). Written only by
 	 * a holder of word. */
 	_Atomic uint64_t marked_ns;
 	uint8_t pad_[UP_CACHELINE - 24];
@@ -159,10 +160,11 @@ struct up_shm_wait {
 	_Atomic uint32_t pending; /* a waker has bumped seq and not been seen yet */
 	/* Of the nwait, those announced by an armed poll-mode end (up_poll_arm,
 	 * up_uring_prep_poll), whose event loop may be slow to act on a wake:
-	 * wakes on this line then go to every sleeper (ring.c, wake_line()). */
+	 * wakes on this line then go to every sleeper (wake.c,
+	 * up__wake_line_slow()). */
 	_Atomic uint32_t npoll;
 	/* CLOCK_MONOTONIC ns until which one waiter spins on this line; the
-	 * others sleep at once (ring.c, spin_claim()). A hint: any value is
+	 * others sleep at once (wait.c, spin_claim()). A hint: any value is
 	 * harmless, a stale one expires by itself. */
 	_Atomic uint64_t spin_until;
 	uint8_t pad_[UP_CACHELINE - 24];
@@ -182,9 +184,9 @@ struct up_shm_end {
 	 * written only by that endpoint (and zeroed when the entry is claimed). */
 	_Atomic uint32_t busy;
 	/* UP_ARMED_LINE_*: the wait line this endpoint is announced on, asleep
-	 * (ring.c, wait_ready()) or armed in poll mode (| UP_ARMED_LINE_POLL),
-	 * so that reaping it when its process died takes its counts off nwait
-	 * and npoll (peer.c). */
+	 * (wait.c, up__wait_ready()) or armed in poll mode (| UP_ARMED_LINE_POLL;
+	 * poll.c, wlock.c), so that reaping it when its process died takes its
+	 * counts off nwait and npoll (peer.c). */
 	_Atomic uint32_t armed;
 };
 

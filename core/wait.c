@@ -61,7 +61,8 @@ int up__wr_ready(struct up_end *w)
 	/* [wait] sc: the sleeper's re-check loads; pairs with [wait] sc in
 	 * up__pool_put() (the progress store). */
 	put = atomic_load_explicit(&p->ln->pput.put, memory_order_seq_cst);
-	/* [wait] sc: re-check; pairs with [wait] sc in up__pool_take(). */
+	/* [wait] sc: re-check (a rising get never makes us ready); pairs with
+	 * [wait] sc in up__pool_put(). */
 	get = atomic_load_explicit(&p->ln->pget.get, memory_order_seq_cst);
 	if (put - get > p->g.spare_pages)
 		return 1;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_coalesce.c - read coalescing (core/ring.c, coalesce()) is entered by
+ * test_coalesce.c - read coalescing (core/reader.c, up__coalesce()) is entered by
  * up_read and by up_peek alike.
  *
  * A reader that keeps finding data without waiting, and takes all of it,
@@ -14,7 +14,7 @@
  * coalesced (half the copy path's speed at 100-byte writes). These checks
  * look at the streak itself: whether coalescing pays is for the benchmark.
  * The last one checks the bytes of the page a coalescing reader copies
- * downwards (read_locked(), UP_READ_DOWN).
+ * downwards (up__read_locked(), up__cur_copy_out_down()).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -263,7 +263,7 @@ static void down_copy_case(const struct down_case *dc)
 
 /*
  * A coalescing reader copies the page just below the writer's downwards
- * (read_locked(), UP_READ_DOWN). Every byte must still land where an
+ * (up__read_locked(), up__cur_copy_out_down()). Every byte must still land where an
  * upward copy puts it, with nothing written outside the caller's iovecs,
  * which lie apart with guard bytes between them: a range of a multiple of
  * 64 bytes and one that is not, one shorter than a block (the caller's

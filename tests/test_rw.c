@@ -165,7 +165,7 @@ static void zero_length_io(void)
 }
 
 /*
- * Whole pages are copied with streaming stores (ring.c, copy_nt()), which
+ * Whole pages are copied with streaming stores (core/copy.c, copy_nt()), which
  * split each piece into an unaligned head, 64- and 16-byte blocks and a
  * tail: pages filled from many odd-sized, oddly aligned pieces, and from a
  * source at every alignment, must arrive byte for byte.

@@ -457,7 +457,7 @@ static void print_proc_line(const char *what, pid_t tid)
  * A stall was found: say where every worker sleeps (its system call and
  * kernel wait channel) and what the pipe's shared lines hold, so that a
  * failure seen once in CI can be explained without a rerun. (This is how
- * the lost lock hand-off of ring.c's lock_take() was found.)
+ * the lost lock hand-off of lock_take(), now up__lock_take_slow(), was found.)
  */
 static void report_stall(int nwk, const int *wkidx)
 {

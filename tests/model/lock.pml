@@ -205,7 +205,7 @@ proctype Poller()
 			:: else -> skip
 			fi
 		}
-		/* lock_poll_arm(): count in, set the bit while held, arm */
+		/* up__wlock_poll_arm(): count in, set the bit while held, arm */
 		npoll++;
 		cur = word;
 		if

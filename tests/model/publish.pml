@@ -200,7 +200,7 @@ init
 		:: else -> break
 		od;
 		pput = P;
-		/* up__ring_init(): slot head-1 of the empty ring looks full */
+		/* ring_init() in shm.c: slot head-1 of the empty ring looks full */
 		slot_len[SL(S - 1)] = C;
 		run Writer();
 		run Reader()

@@ -210,8 +210,7 @@ struct up_shm_end {
 struct up_shm_slot {
 	_Atomic uint32_t page;
 	_Atomic uint32_t len;
-	uint32_t flags;
-	uint32_t pad_;
+	uint32_t pad_[2]; /* unused; keeps four slots to a line, as layout 3 has */
 };
 
 struct up_shm_lines {

@@ -62,6 +62,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #define UP_WAKE_ALL 0x7fffffffu
 
@@ -114,6 +115,25 @@ struct up__waker {
 
 /* The plain futex(2) backend (core/wake_futex.c). Returns NULL on ENOMEM. */
 struct up__waker *up__waker_futex_new(void);
+
+/*
+ * The shared-futex calls behind that backend, for any backend that has to
+ * fall back to them (uring/ does when its ring fails). Same results as
+ * up__wake_ops.wait/wake: 0 (woken, or *word != expect), -ETIMEDOUT, -EINTR
+ * or another -errno; each counts its one system call in *syscalls.
+ */
+int up__futex_wait(_Atomic uint32_t *word, uint32_t expect, uint64_t timeout_ns,
+		   uint64_t *syscalls);
+int up__futex_wake(_Atomic uint32_t *word, uint32_t nr, uint64_t *syscalls);
+
+/* CLOCK_MONOTONIC in nanoseconds; served by the vDSO, no system call. */
+static inline uint64_t up__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /*
  * Backend selection (core/wake_select.c): tries io_uring (with SQPOLL when

@@ -114,55 +114,16 @@ struct uring_waker {
 	int sqpoll;
 	pid_t owner;   /* process that created the ring (see uw_destroy) */
 	int wake_err;  /* first failed FUTEX_WAKE CQE not yet reported */
-	int broken;    /* ring unusable: degrade to futex(2) for good */
+	/* Ring unusable (an error we cannot recover from, such as its fd
+	 * closed under us): wait and wake through up__futex_wait/wake() for
+	 * good. Same shared futex, so the peer does not notice; pidfds are
+	 * then covered by the caller's timeout only. */
+	int broken;
 };
 
 static struct uring_waker *to_uw(struct up__waker *w)
 {
 	return (struct uring_waker *)w;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* ---- futex(2): the escape hatch when the ring itself fails ------------- */
-
-/*
- * Used only after the ring returned an error we cannot recover from (for
- * instance its fd was closed under us). It speaks the same shared-futex
- * protocol, so the peer does not notice; pidfds are then covered by the
- * caller's timeout only.
- */
-static int sys_futex_wait(_Atomic uint32_t *word, uint32_t expect,
-			  uint64_t timeout_ns, uint64_t *syscalls)
-{
-	struct timespec ts, *tsp = NULL;
-	long r;
-
-	if (timeout_ns) {
-		ts.tv_sec = (time_t)(timeout_ns / 1000000000u);
-		ts.tv_nsec = (long)(timeout_ns % 1000000000u);
-		tsp = &ts;
-	}
-	(*syscalls)++;
-	r = syscall(SYS_futex, (void *)word, FUTEX_WAIT, expect, tsp, NULL, 0);
-	if (r == 0 || errno == EAGAIN)
-		return 0;
-	return -errno;
-}
-
-static int sys_futex_wake(_Atomic uint32_t *word, uint32_t nr, uint64_t *syscalls)
-{
-	(*syscalls)++;
-	if (syscall(SYS_futex, (void *)word, FUTEX_WAKE, (int)nr, NULL, NULL,
-		    0) < 0)
-		return -errno;
-	return 0;
 }
 
 /* ---- ring plumbing ------------------------------------------------------ */
@@ -370,7 +331,7 @@ static int uw_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	unsigned seen;
 
 	if (uw->broken)
-		return sys_futex_wait(word, expect, timeout_ns, syscalls);
+		return up__futex_wait(word, expect, timeout_ns, syscalls);
 
 	/* Drop leftovers (failed-wake CQEs) so that min_complete = 1 below
 	 * is met only by a completion of this wait. */
@@ -382,7 +343,7 @@ static int uw_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 		return 0;
 
 	if (timeout_ns) {
-		uint64_t t = now_ns();
+		uint64_t t = up__now_ns();
 
 		deadline = timeout_ns > UINT64_MAX - t ? UINT64_MAX
 						       : t + timeout_ns;
@@ -416,7 +377,7 @@ static int uw_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 		int r;
 
 		if (deadline) {
-			uint64_t t = now_ns(), left;
+			uint64_t t = up__now_ns(), left;
 
 			if (t >= deadline) {
 				result = -ETIMEDOUT;
@@ -448,7 +409,7 @@ static int uw_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 			 * submits, the kernel returns the submitted count and
 			 * drops the wait's -ETIME/-EINTR, so tell them apart by
 			 * the clock. */
-			result = (deadline && now_ns() >= deadline) ? -ETIMEDOUT
+			result = (deadline && up__now_ns() >= deadline) ? -ETIMEDOUT
 								   : -EINTR;
 		}
 		/* else: only stale wake CQEs arrived; sleep again. */
@@ -468,7 +429,7 @@ cleanup:
 
 hard_fail:
 	uw->broken = 1;
-	return sys_futex_wait(word, expect, timeout_ns, syscalls);
+	return up__futex_wait(word, expect, timeout_ns, syscalls);
 }
 
 static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
@@ -480,7 +441,7 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 	int dummy = UW_PENDING, err;
 
 	if (uw->broken)
-		return sys_futex_wake(word, nr, syscalls);
+		return up__futex_wake(word, nr, syscalls);
 
 	/* Never wait for a wake's completion; successful wakes post no CQE
 	 * at all, and a failed one is picked up here (two loads when the CQ
@@ -490,7 +451,7 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 	if (!sqe) {
 		/* SQ full: the SQ thread is behind. A direct futex(2) wake
 		 * is equivalent (shared futex, same word) and cannot block. */
-		return sys_futex_wake(word, nr, syscalls);
+		return up__futex_wake(word, nr, syscalls);
 	}
 	prep_futex(sqe, UP__IORING_OP_FUTEX_WAKE, word, nr,
 		   UW_TAG(0, UW_WAKE));
@@ -507,7 +468,7 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 			int r = ring_enter(uw, 0, 0, 0, NULL, syscalls);
 
 			if (r < 0)
-				return sys_futex_wake(word, nr, syscalls);
+				return up__futex_wake(word, nr, syscalls);
 		}
 	} else {
 		int r = ring_enter(uw, sq_publish(uw), 0, 0, NULL, syscalls);
@@ -516,7 +477,7 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 			/* The SQE stays queued and goes out with the next
 			 * enter (a harmless extra wake); wake now by hand so
 			 * the sleeper does not wait for that. */
-			return sys_futex_wake(word, nr, syscalls);
+			return up__futex_wake(word, nr, syscalls);
 		}
 		/* Without SQPOLL the wake ran inline; its CQE is usually
 		 * already there, so errors surface on this very call. */

@@ -135,6 +135,28 @@ static void prep_futex(struct io_uring_sqe *sqe, uint8_t op,
 	sqe->user_data = tag;
 }
 
+static int ring_init(struct io_uring *ring, int sqpoll, int attach_fd, __u32 *features)
+{
+	struct io_uring_params p;
+	int r;
+
+	memset(&p, 0, sizeof(p));
+	/* SUBMIT_ALL: a bad pidfd fails its own SQE, not the ones after it. */
+	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+	p.cq_entries = UW_CQ_ENTRIES;
+	if (sqpoll) {
+		p.flags |= IORING_SETUP_SQPOLL;
+		p.sq_thread_idle = UW_SQ_IDLE_MS;
+		if (attach_fd >= 0) {
+			p.flags |= IORING_SETUP_ATTACH_WQ;
+			p.wq_fd = (__u32)attach_fd;
+		}
+	}
+	r = io_uring_queue_init_params(UW_SQ_ENTRIES, ring, &p);
+	*features = p.features;
+	return r;
+}
+
 /*
  * Hand every SQE we filled to the kernel by moving the SQ tail. Returns the
  * number the kernel has not consumed yet (what a non-SQPOLL enter submits).
@@ -161,6 +183,20 @@ static unsigned sq_publish(struct uring_waker *uw)
 					   memory_order_acquire);
 }
 
+/* With SQPOLL: whether the SQ thread sleeps, so that what sq_publish() just
+ * published needs an enter with IORING_ENTER_SQ_WAKEUP to be seen. */
+static bool sq_needs_wakeup(struct uring_waker *uw)
+{
+	/* F1: orders our SQ tail store (R1) before the flags load;
+	 * pairs with the SQ thread's smp_mb() between setting
+	 * NEED_WAKEUP and re-reading the tail before it sleeps
+	 * (liburing sq_ring_needs_enter does the same). */
+	atomic_thread_fence(memory_order_seq_cst);
+	return atomic_load_explicit((_Atomic unsigned *)uw->ring.sq.kflags,
+				    memory_order_relaxed) &
+	       IORING_SQ_NEED_WAKEUP;
+}
+
 /*
  * One io_uring_enter, counted. With SQPOLL the SQ thread does the submitting
  * (to_submit is ignored by the kernel except as the return value, so we pass
@@ -175,14 +211,7 @@ static int ring_enter(struct uring_waker *uw, unsigned to_submit,
 
 	if (uw->sqpoll) {
 		to_submit = 0;
-		/* F1: orders our SQ tail store (R1) before the flags load;
-		 * pairs with the SQ thread's smp_mb() between setting
-		 * NEED_WAKEUP and re-reading the tail before it sleeps
-		 * (liburing sq_ring_needs_enter does the same). */
-		atomic_thread_fence(memory_order_seq_cst);
-		if (atomic_load_explicit((_Atomic unsigned *)uw->ring.sq.kflags,
-					 memory_order_relaxed) &
-		    IORING_SQ_NEED_WAKEUP)
+		if (sq_needs_wakeup(uw))
 			flags |= IORING_ENTER_SQ_WAKEUP;
 	}
 	memset(&arg, 0, sizeof(arg));
@@ -214,6 +243,27 @@ static struct io_uring_sqe *sqe_get(struct uring_waker *uw, uint64_t *syscalls)
 	return io_uring_get_sqe(&uw->ring);
 }
 
+/* The CQEs the kernel has posted: [*head, returned tail). */
+static unsigned cq_peek(struct io_uring_cq *cq, unsigned *head)
+{
+	/* Relaxed: we are the only writer of the CQ head. */
+	*head = atomic_load_explicit((_Atomic unsigned *)cq->khead,
+				     memory_order_relaxed);
+	/* A2: see CQE contents written before the tail; pairs with the
+	 * kernel's smp_store_release(&rings->cq.tail) in io_commit_cqring(). */
+	return atomic_load_explicit((_Atomic unsigned *)cq->ktail,
+				    memory_order_acquire);
+}
+
+/* Hand the CQ slots below @head back to the kernel. */
+static void cq_advance(struct io_uring_cq *cq, unsigned head)
+{
+	/* R2: hand the slots back only after reading them; pairs with
+	 * the kernel's acquire of cq.head when it checks for space. */
+	atomic_store_explicit((_Atomic unsigned *)cq->khead, head,
+			      memory_order_release);
+}
+
 /*
  * Consume every visible CQE. CQEs of generation @gen lower *inflight and,
  * for the first meaningful one, set *result. Wake CQEs only record an error.
@@ -224,13 +274,7 @@ static unsigned cq_reap(struct uring_waker *uw, uint64_t gen,
 			unsigned *inflight, int *result)
 {
 	struct io_uring_cq *cq = &uw->ring.cq;
-	/* Relaxed: we are the only writer of the CQ head. */
-	unsigned head = atomic_load_explicit((_Atomic unsigned *)cq->khead,
-					     memory_order_relaxed);
-	/* A2: see CQE contents written before the tail; pairs with the
-	 * kernel's smp_store_release(&rings->cq.tail) in io_commit_cqring(). */
-	unsigned tail = atomic_load_explicit((_Atomic unsigned *)cq->ktail,
-					     memory_order_acquire);
+	unsigned head, tail = cq_peek(cq, &head);
 	unsigned n = 0;
 
 	for (; head != tail; head++, n++) {
@@ -266,10 +310,7 @@ static unsigned cq_reap(struct uring_waker *uw, uint64_t gen,
 		}
 	}
 	if (n)
-		/* R2: hand the slots back only after reading them; pairs with
-		 * the kernel's acquire of cq.head when it checks for space. */
-		atomic_store_explicit((_Atomic unsigned *)cq->khead, tail,
-				      memory_order_release);
+		cq_advance(cq, tail);
 	return n;
 }
 
@@ -460,11 +501,8 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 	sqe->flags = IOSQE_CQE_SKIP_SUCCESS;
 	if (uw->sqpoll) {
 		sq_publish(uw);
-		/* Enters only if the SQ thread sleeps (ring_enter's F1). */
-		atomic_thread_fence(memory_order_seq_cst);
-		if (atomic_load_explicit((_Atomic unsigned *)uw->ring.sq.kflags,
-					 memory_order_relaxed) &
-		    IORING_SQ_NEED_WAKEUP) {
+		/* Enters only if the SQ thread sleeps. */
+		if (sq_needs_wakeup(uw)) {
 			int r = ring_enter(uw, 0, 0, 0, NULL, syscalls);
 
 			if (r < 0)
@@ -551,7 +589,7 @@ static void uw_destroy(struct up__waker *w)
 static int uw_pollfd(struct up__waker *w, uint64_t *syscalls)
 {
 	struct uring_waker *uw = to_uw(w);
-	struct io_uring_params p;
+	__u32 features;
 	int r;
 
 	if (uw->pring)
@@ -565,10 +603,7 @@ static int uw_pollfd(struct up__waker *w, uint64_t *syscalls)
 		r = -errno;
 		goto err_free;
 	}
-	memset(&p, 0, sizeof(p));
-	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
-	p.cq_entries = UW_CQ_ENTRIES;
-	r = io_uring_queue_init_params(UW_SQ_ENTRIES, uw->pring, &p);
+	r = ring_init(uw->pring, 0, -1, &features);
 	if (r < 0)
 		goto err_close;
 	r = io_uring_register_eventfd(uw->pring, uw->efd);
@@ -675,25 +710,16 @@ static int uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	return 0;
 }
 
-static const struct up__wake_ops uw_ops = {
-	.name = "io_uring",
-	.wait = uw_wait,
-	.wake = uw_wake,
-	.destroy = uw_destroy,
-	.pollfd = uw_pollfd,
-	.arm = uw_arm,
-	.disarm = uw_disarm,
-};
-
-static const struct up__wake_ops uw_ops_sqpoll = {
-	.name = "io_uring-sqpoll",
-	.wait = uw_wait,
-	.wake = uw_wake,
-	.destroy = uw_destroy,
-	.pollfd = uw_pollfd,
-	.arm = uw_arm,
-	.disarm = uw_disarm,
-};
+/* The two flavours differ only in the name they report. */
+#define UW_OPS(nm)                                                             \
+	{                                                                      \
+		.name = (nm), .wait = uw_wait, .wake = uw_wake,                \
+		.destroy = uw_destroy, .pollfd = uw_pollfd, .arm = uw_arm,     \
+		.disarm = uw_disarm,                                           \
+	}
+static const struct up__wake_ops uw_ops = UW_OPS("io_uring");
+static const struct up__wake_ops uw_ops_sqpoll = UW_OPS("io_uring-sqpoll");
+#undef UW_OPS
 
 /* ---- construction ------------------------------------------------------- */
 
@@ -746,10 +772,7 @@ static int selftest_ok(struct uring_waker *uw)
 
 		if (r < 0 && r != -EINTR && r != -ETIME)
 			return 0;
-		head = atomic_load_explicit((_Atomic unsigned *)cq->khead,
-					    memory_order_relaxed);
-		tail = atomic_load_explicit((_Atomic unsigned *)cq->ktail,
-					    memory_order_acquire); /* as A2 */
+		tail = cq_peek(cq, &head);
 		for (; head != tail && inflight; head++, inflight--) {
 			const struct io_uring_cqe *c =
 				&cq->cqes[head & cq->ring_mask];
@@ -759,8 +782,7 @@ static int selftest_ok(struct uring_waker *uw)
 			else
 				got_wake = c->res >= 0;
 		}
-		atomic_store_explicit((_Atomic unsigned *)cq->khead, head,
-				      memory_order_release); /* as R2 */
+		cq_advance(cq, head);
 	}
 	return !inflight && got_wait && got_wake;
 }
@@ -864,28 +886,6 @@ static int sq_anchor_fd(void)
 	return fd;
 }
 
-static int ring_init(struct uring_waker *uw, int sqpoll, int attach_fd, __u32 *features)
-{
-	struct io_uring_params p;
-	int r;
-
-	memset(&p, 0, sizeof(p));
-	/* SUBMIT_ALL: a bad pidfd fails its own SQE, not the ones after it. */
-	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
-	p.cq_entries = UW_CQ_ENTRIES;
-	if (sqpoll) {
-		p.flags |= IORING_SETUP_SQPOLL;
-		p.sq_thread_idle = UW_SQ_IDLE_MS;
-		if (attach_fd >= 0) {
-			p.flags |= IORING_SETUP_ATTACH_WQ;
-			p.wq_fd = (__u32)attach_fd;
-		}
-	}
-	r = io_uring_queue_init_params(UW_SQ_ENTRIES, &uw->ring, &p);
-	*features = p.features;
-	return r;
-}
-
 struct up__waker *up__waker_uring_new(int sqpoll)
 {
 	struct uring_waker *uw;
@@ -899,9 +899,9 @@ struct up__waker *up__waker_uring_new(int sqpoll)
 		anchor = sq_anchor_fd();
 	/* Fails with -ENOSYS, -EPERM (kernel.io_uring_disabled, seccomp),
 	 * -ENOMEM (memlock) ...: the caller falls back to futex(2). */
-	r = ring_init(uw, sqpoll, anchor, &features);
+	r = ring_init(&uw->ring, sqpoll, anchor, &features);
 	if (r < 0 && anchor >= 0)
-		r = ring_init(uw, sqpoll, -1, &features);
+		r = ring_init(&uw->ring, sqpoll, -1, &features);
 	if (r < 0)
 		goto err_free;
 	/* EXT_ARG carries our timeout, NODROP keeps CQEs on overflow,

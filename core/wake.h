@@ -79,6 +79,10 @@ struct up__wake_ops {
 	 * readable: the caller should look for dead peers), -ETIMEDOUT,
 	 * -EINTR, or another -errno. Adds the system calls it made to
 	 * *syscalls.
+	 * core/ changes *word with a seq_cst (or release) store or RMW before
+	 * it calls wake(); a backend that loads *word itself to return early
+	 * loads it with acquire (tag u-wait-word in uring/wake_uring.c), so
+	 * what was published before the change is visible on return.
 	 */
 	int (*wait)(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 		    uint64_t timeout_ns, const int *peer_pidfds, int npeer,

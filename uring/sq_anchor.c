@@ -49,12 +49,17 @@ static void sq_anchor_lock_take(void)
 
 	for (;;) {
 		cur = 0;
+		/* [u-anchor-lock] acq: the anchor state the last holder left;
+		 * pairs with [u-anchor-lock] rel in sq_anchor_lock_drop().
+		 * relaxed on failure: nothing taken, we only learn the holder. */
 		if (atomic_compare_exchange_weak_explicit(&sq_anchor_lock, &cur, me,
 							  memory_order_acquire,
 							  memory_order_relaxed))
 			return;
 		/* Held by our parent's thread when it forked us (a child made
-		 * without fork handlers): ours now. */
+		 * without fork handlers): ours now.
+		 * [u-anchor-lock] acq: as above; pairs with [u-anchor-lock] rel
+		 * in sq_anchor_lock_drop(). relaxed on failure: as above. */
 		if (cur != 0 && cur != me &&
 		    atomic_compare_exchange_strong_explicit(&sq_anchor_lock, &cur, me,
 							    memory_order_acquire,
@@ -66,6 +71,8 @@ static void sq_anchor_lock_take(void)
 
 static void sq_anchor_lock_drop(void)
 {
+	/* [u-anchor-lock] rel: the anchor state written under the lock; pairs
+	 * with [u-anchor-lock] acq in sq_anchor_lock_take(). */
 	atomic_store_explicit(&sq_anchor_lock, 0, memory_order_release);
 }
 
@@ -79,6 +86,7 @@ static void sq_anchor_child(void)
 		close(sq_anchor_ring.ring_fd);
 	sq_anchor_pid = 0;
 	sq_anchor_failed = 0;
+	/* relaxed: the child has a single thread here; nothing to publish. */
 	atomic_store_explicit(&sq_anchor_lock, 0, memory_order_relaxed);
 }
 

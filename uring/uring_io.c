@@ -58,7 +58,7 @@ unsigned up__uw_sq_publish(struct uring_waker *uw)
 {
 	struct io_uring_sq *sq = &uw->ring.sq;
 	unsigned tail = sq->sqe_tail;
-	/* Relaxed: we are the only writer of the SQ tail. */
+	/* relaxed: our own last store; we are the only writer of the SQ tail. */
 	unsigned kt = atomic_load_explicit((_Atomic unsigned *)sq->ktail,
 					   memory_order_relaxed);
 
@@ -67,24 +67,33 @@ unsigned up__uw_sq_publish(struct uring_waker *uw)
 	for (; kt != tail; kt++)
 		sq->array[kt & sq->ring_mask] = kt & sq->ring_mask;
 	sq->sqe_head = tail;
-	/* R1: publish the SQE contents before the tail; pairs with the
-	 * kernel's smp_load_acquire(&rings->sq.tail) in io_sqring_entries(). */
+	/* [u-sq-tail] rel: the SQEs and SQ array slots below tail; pairs with
+	 * the kernel's smp_load_acquire of the SQ tail (io_sqring_entries()). */
 	atomic_store_explicit((_Atomic unsigned *)sq->ktail, tail,
 			      memory_order_release);
-	/* A1: pairs with the kernel's release of sq.head after consuming. */
+	/* [u-sq-head] acq: the kernel's reads of the SQEs below head are done,
+	 * so a slot refilled after this load is not read half-written; pairs
+	 * with the kernel's smp_store_release of the SQ head
+	 * (io_commit_sqring()). */
 	return tail - atomic_load_explicit((_Atomic unsigned *)sq->khead,
 					   memory_order_acquire);
 }
 
-/* With SQPOLL: whether the SQ thread sleeps, so that what up__uw_sq_publish() just
- * published needs an enter with IORING_ENTER_SQ_WAKEUP to be seen. */
+/*
+ * With SQPOLL, after up__uw_sq_publish(): whether the SQ thread has gone to
+ * sleep, so that what was published needs an enter with
+ * IORING_ENTER_SQ_WAKEUP to be seen. Either the thread sees our new tail
+ * before it sleeps, or we see its NEED_WAKEUP flag; never neither.
+ */
 bool up__uw_sq_needs_wakeup(struct uring_waker *uw)
 {
-	/* F1: orders our SQ tail store (R1) before the flags load;
-	 * pairs with the SQ thread's smp_mb() between setting
-	 * NEED_WAKEUP and re-reading the tail before it sleeps
-	 * (liburing sq_ring_needs_enter does the same). */
+	/* [u-sq-wakeup] mb: orders our store of the SQ tail (in
+	 * up__uw_sq_publish()) before the load of the SQ flags; pairs with the
+	 * kernel's smp_mb__after_atomic() in io_sq_thread() between setting
+	 * IORING_SQ_NEED_WAKEUP and re-reading the SQ tail (liburing's
+	 * sq_ring_needs_enter() does the same). */
 	atomic_thread_fence(memory_order_seq_cst);
+	/* relaxed: only read; the [u-sq-wakeup] fence above orders it. */
 	return atomic_load_explicit((_Atomic unsigned *)uw->ring.sq.kflags,
 				    memory_order_relaxed) &
 	       IORING_SQ_NEED_WAKEUP;
@@ -139,11 +148,12 @@ struct io_uring_sqe *up__uw_sqe_get(struct uring_waker *uw, uint64_t *syscalls)
 /* The CQEs the kernel has posted: [*head, returned tail). */
 unsigned up__uw_cq_peek(struct io_uring_cq *cq, unsigned *head)
 {
-	/* Relaxed: we are the only writer of the CQ head. */
+	/* relaxed: our own last store; we are the only writer of the CQ head. */
 	*head = atomic_load_explicit((_Atomic unsigned *)cq->khead,
 				     memory_order_relaxed);
-	/* A2: see CQE contents written before the tail; pairs with the
-	 * kernel's smp_store_release(&rings->cq.tail) in io_commit_cqring(). */
+	/* [u-cq-tail] acq: the CQEs below tail, written before it moved; pairs
+	 * with the kernel's smp_store_release of the CQ tail
+	 * (io_commit_cqring()). */
 	return atomic_load_explicit((_Atomic unsigned *)cq->ktail,
 				    memory_order_acquire);
 }
@@ -151,8 +161,10 @@ unsigned up__uw_cq_peek(struct io_uring_cq *cq, unsigned *head)
 /* Hand the CQ slots below @head back to the kernel. */
 void up__uw_cq_advance(struct io_uring_cq *cq, unsigned head)
 {
-	/* R2: hand the slots back only after reading them; pairs with
-	 * the kernel's acquire of cq.head when it checks for space. */
+	/* [u-cq-head] rel: our reads of the CQEs below head are done before
+	 * the kernel may overwrite their slots; pairs with the kernel's load
+	 * of the CQ head when it looks for a free CQE slot (the kernel orders
+	 * its CQE stores after that load by a control dependency). */
 	atomic_store_explicit((_Atomic unsigned *)cq->khead, head,
 			      memory_order_release);
 }

@@ -73,9 +73,11 @@ static int uw_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	/* Drop leftovers (failed-wake CQEs) so that min_complete = 1 below
 	 * is met only by a completion of this wait. */
 	up__uw_cq_reap(uw, 0, &inflight, &result);
-	/* A3: pairs with the waker's release bump of seq (see wake.h). The
+	/* [u-wait-word] acq: what core/ published before it changed *word;
+	 * pairs with the seq_cst or release store by which core/ changes a
+	 * wait word before its ->wake() (the wake.h contract of .wait). The
 	 * kernel compares again under the futex bucket lock; this load only
-	 * saves the enter when the bump is already visible. */
+	 * saves the enter when the change is already visible. */
 	if (atomic_load_explicit(word, memory_order_acquire) != expect)
 		return 0;
 

@@ -45,8 +45,8 @@
  *
  * n is every sleeper for state changes (end of stream, no reader left,
  * broken, free pages), but one for new data, as the kernel's pipe_write wakes
- * one exclusive reader: waking ten readers for one page set ten threads on
- * two cores fighting for it. A woken sleeper clears pending again once it is
+ * one exclusive reader: waking every reader for one page sets them all
+ * fighting for it. A woken sleeper clears pending again once it is
  * up, so the next progress wakes another, and a reader that leaves data
  * behind while others sleep wakes the next one (ring.c, chain_wake()): a
  * sleeping reader is never left with data and nobody awake to take it.

@@ -2,6 +2,15 @@
 /*
  * poll_ring.c - poll mode (up_pollfd/up_poll_arm): an fd for epoll, poll or
  * libuv that turns readable when an armed wait would have ended.
+ *
+ * The fd is an eventfd registered with a second ring of the waker (pring),
+ * which only ever carries the armed FUTEX_WAIT, its pidfd polls and their
+ * cancel: kept apart from the waker's own ring, no completion of one mode is
+ * mistaken for the other's. Arming does not sleep; the caller has announced
+ * itself on the wait line as for a wait (wake.h). This ring is driven
+ * through liburing (io_uring_submit(), io_uring_peek_cqe(),
+ * io_uring_cqe_seen()), whose barriers pair with the kernel's; there are no
+ * atomics of ours here.
  */
 #include <errno.h>
 #include <poll.h>
@@ -15,6 +24,7 @@
 
 #include "uring_int.h"
 
+/* The ops' pollfd: make the eventfd and the poll ring once; returns the fd. */
 int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls)
 {
 	struct uring_waker *uw = to_uw(w);
@@ -64,6 +74,8 @@ static void pring_reap(struct uring_waker *uw, int *peer)
 	}
 }
 
+/* The ops' disarm: cancel what is still armed, reap it, reset the fd.
+ * Returns 1 when a peer's pidfd fired, 0, or -errno. */
 int up__uw_disarm(struct up__waker *w, uint64_t *syscalls)
 {
 	struct uring_waker *uw = to_uw(w);
@@ -102,8 +114,10 @@ int up__uw_disarm(struct up__waker *w, uint64_t *syscalls)
 	return peer;
 }
 
+/* The ops' arm: queue a FUTEX_WAIT on @word and a poll per peer pidfd,
+ * after disarming what an earlier arm left. */
 int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
-		  const int *peer_pidfds, int npeer, uint64_t *syscalls)
+	       const int *peer_pidfds, int npeer, uint64_t *syscalls)
 {
 	struct uring_waker *uw = to_uw(w);
 	struct io_uring_sqe *sqe;
@@ -139,7 +153,7 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	return 0;
 }
 
-/* Tear the poll ring down (that cancels anything still armed). */
+/* Tear the poll ring down, if there is one; that cancels anything armed. */
 void up__uw_pring_exit(struct uring_waker *uw)
 {
 	if (!uw->pring)

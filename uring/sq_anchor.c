@@ -1,6 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sq_anchor.c - the SQPOLL anchor: one SQ thread per process.
+ * sq_anchor.c - one SQ thread per process. Every SQPOLL ring attaches
+ * (IORING_SETUP_ATTACH_WQ) to an anchor ring made the first time one is
+ * asked for, so any number of endpoints cost one polling kernel thread,
+ * not one each competing for the cores with the program's own threads.
+ *
+ * The anchor lives as long as the process: one fd and a kernel thread
+ * that sleeps while idle. A forked child cannot attach to its parent's
+ * ring (the kernel refuses another thread group's SQ thread), so it makes
+ * its own anchor. Should attaching fail (the fd was closed behind our
+ * back, and maybe reused), a ring gets a thread of its own.
+ *
+ * The lock is a word holding the holder's pid, so a child forked while
+ * another thread of its parent held it can take it over. A fork handler
+ * closes the inherited fd in the child before the child runs, while the
+ * number is still the ring's; a child made without fork handlers (a raw
+ * clone) leaves it open instead, since by then the number may name a file
+ * of the program's own.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -14,28 +30,8 @@
 
 #include "uring_int.h"
 
-/*
- * One SQ thread per process. Every SQPOLL ring attaches
- * (IORING_SETUP_ATTACH_WQ) to an anchor ring made the first time one is
- * asked for, so any number of endpoints cost one polling kernel thread.
- * With a thread per ring, each endpoint's thread spun for its idle time
- * after every wake: on two cores, with a few endpoints, a wake waited for
- * its own thread to get a core, and sleepers ran out their slice instead
- * (test_lock_handoff_sqpoll beside four busy loops failed 13 runs of 30).
- *
- * The anchor lives as long as the process: one fd and a kernel thread
- * that sleeps while idle. A forked child cannot attach to its parent's
- * ring (the kernel refuses another thread group's SQ thread), so it makes
- * its own anchor. Should attaching fail (the fd was closed behind our
- * back, and maybe reused), a ring gets a thread of its own, as before.
- *
- * The lock is a word holding the holder's pid, so a child forked while
- * another thread of its parent held it can take it over. A fork handler
- * closes the inherited fd in the child before the child runs, while the
- * number is still the ring's; a child made without fork handlers (a raw
- * clone) leaves it open instead, since by then the number may name a file
- * of the program's own.
- */
+/* The variables after the lock are only touched with it held (or in the
+ * fork child handler, while the child is single-threaded). */
 static _Atomic pid_t sq_anchor_lock;
 static struct io_uring sq_anchor_ring;
 static pid_t sq_anchor_pid; /* process that made the anchor; 0: none */
@@ -90,6 +86,8 @@ static void sq_anchor_child(void)
 	atomic_store_explicit(&sq_anchor_lock, 0, memory_order_relaxed);
 }
 
+/* The anchor's ring fd, made on first use in this process; -1 if it could
+ * not be made here (the caller's ring then gets a thread of its own). */
 int up__uw_sq_anchor_fd(void)
 {
 	const pid_t me = getpid();

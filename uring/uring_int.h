@@ -25,7 +25,9 @@
 
 #include "wake.h"
 
-/* Opcode numbers from the kernel's enum io_uring_op (uapi io_uring.h). */
+/* Opcode numbers from the kernel's enum io_uring_op (uapi io_uring.h).
+ * Our SQE encoding follows the kernel's io_futex_prep() (io_uring/futex.c,
+ * v6.7+) and matches liburing >= 2.5's io_uring_prep_futex_wait/wake. */
 #define UP__IORING_OP_FUTEX_WAIT 51
 #define UP__IORING_OP_FUTEX_WAKE 52
 /* futex2 flags (uapi futex.h, v6.7+): size only. FUTEX2_PRIVATE (128) is
@@ -66,6 +68,8 @@ enum {
 	/* Peers watched per wait; beyond this the caller's timeout covers the
 	 * rest (wake.h allows backends that cannot watch pidfds). */
 	UW_MAX_PEERS = 32,
+	/* How long an SQ thread polls after its last request before it
+	 * sleeps (and then needs IORING_ENTER_SQ_WAKEUP). */
 	UW_SQ_IDLE_MS = 50,
 };
 
@@ -82,18 +86,16 @@ enum uw_kind {
 struct uring_waker {
 	struct up__waker base; /* first: core/ only sees this */
 	struct io_uring ring;
-	/* Poll mode (up_pollfd): a second ring that only ever carries the
-	 * armed FUTEX_WAIT and pidfd polls, with an eventfd registered so its
-	 * completions make the fd readable; kept apart from `ring` so no
-	 * completion of one mode is ever mistaken for the other's. */
+	/* Poll mode (poll_ring.c): a second ring, NULL until up_pollfd, whose
+	 * completions make the eventfd efd readable. */
 	struct io_uring *pring;
 	int efd;
 	unsigned pinflight; /* armed requests whose CQE is still to come */
-	int parmed;
-	uint64_t gen;  /* generation of the current/last wait */
-	int sqpoll;
-	pid_t owner;   /* process that created the ring (see uw_destroy) */
-	int wake_err;  /* first failed FUTEX_WAKE CQE not yet reported */
+	int parmed;         /* pring has a wait armed (up__uw_arm) */
+	uint64_t gen;       /* generation of the latest wait or arm */
+	int sqpoll;         /* ring has an SQ thread (IORING_SETUP_SQPOLL) */
+	pid_t owner;        /* process that created the ring (see uw_destroy) */
+	int wake_err;       /* first failed FUTEX_WAKE CQE not yet reported */
 	/* Ring unusable (an error we cannot recover from, such as its fd
 	 * closed under us): wait and wake through up__futex_wait/wake() for
 	 * good. Same shared futex, so the peer does not notice; pidfds are

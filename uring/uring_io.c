@@ -3,12 +3,16 @@
  * uring_io.c - the waker's own ring: setup, publishing SQEs, io_uring_enter,
  * reaping CQEs, cancelling what a wait left armed.
  *
- * We publish SQEs and enter the kernel ourselves (up__uw_sq_publish(), up__uw_enter())
- * instead of calling io_uring_submit*(): the budget in DESIGN.md is counted
- * per io_uring_enter, and liburing decides internally whether to enter
- * (SQPOLL wake-up flag, CQ overflow flush, timeout loops), so only a call we
- * make ourselves can be counted exactly. liburing is still used for setup,
- * io_uring_get_sqe(), the probe and the plain prep helpers.
+ * We publish SQEs and enter the kernel ourselves (up__uw_sq_publish(),
+ * up__uw_enter()) instead of calling io_uring_submit*(): the system-call
+ * budget (tests/test_syscalls.c) counts every io_uring_enter, and liburing
+ * decides internally whether to enter (SQPOLL wake-up flag, CQ overflow
+ * flush, timeout loops), so only a call we make ourselves can be counted
+ * exactly. liburing is still used for setup, io_uring_get_sqe(), the probe
+ * and the plain prep helpers.
+ *
+ * The ring indices are shared with the kernel, which is the partner of every
+ * acquire and release here (the u-sq-* and u-cq-* tags).
  */
 #include <errno.h>
 #include <signal.h>
@@ -28,6 +32,12 @@
 _Static_assert(sizeof(_Atomic unsigned) == sizeof(unsigned), "atomic size");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "atomic unsigned must be lock-free");
 
+/*
+ * Set up @ring as every ring of ours is: UW_SQ_ENTRIES SQEs, UW_CQ_ENTRIES
+ * CQEs; with @sqpoll an SQ thread, shared with @attach_fd's when that is a
+ * ring (>= 0). Returns io_uring_queue_init_params()'s result; *features gets
+ * the kernel's IORING_FEAT_* bits.
+ */
 int up__uw_ring_init(struct io_uring *ring, int sqpoll, int attach_fd, __u32 *features)
 {
 	struct io_uring_params p;
@@ -104,9 +114,8 @@ bool up__uw_sq_needs_wakeup(struct uring_waker *uw)
  * (to_submit is ignored by the kernel except as the return value, so we pass
  * 0 and keep wait errors visible) and we only add SQ_WAKEUP when it sleeps.
  */
-int up__uw_enter(struct uring_waker *uw, unsigned to_submit,
-		      unsigned min_complete, unsigned flags,
-		      const struct __kernel_timespec *ts, uint64_t *syscalls)
+int up__uw_enter(struct uring_waker *uw, unsigned to_submit, unsigned min_complete,
+		 unsigned flags, const struct __kernel_timespec *ts, uint64_t *syscalls)
 {
 	struct io_uring_getevents_arg arg;
 	long r;
@@ -140,7 +149,7 @@ struct io_uring_sqe *up__uw_sqe_get(struct uring_waker *uw, uint64_t *syscalls)
 		return sqe;
 	pending = up__uw_sq_publish(uw);
 	if (up__uw_enter(uw, pending, 0, uw->sqpoll ? IORING_ENTER_SQ_WAIT : 0u,
-		       NULL, syscalls) < 0)
+			 NULL, syscalls) < 0)
 		return NULL;
 	return io_uring_get_sqe(&uw->ring);
 }
@@ -175,8 +184,8 @@ void up__uw_cq_advance(struct io_uring_cq *cq, unsigned head)
  * Anything else is stale by construction (each wait reaps its own before
  * returning) and dropped. Returns how many CQEs were consumed.
  */
-unsigned up__uw_cq_reap(struct uring_waker *uw, uint64_t gen,
-			unsigned *inflight, int *result)
+unsigned up__uw_cq_reap(struct uring_waker *uw, uint64_t gen, unsigned *inflight,
+			int *result)
 {
 	struct io_uring_cq *cq = &uw->ring.cq;
 	unsigned head, tail = up__uw_cq_peek(cq, &head);
@@ -224,8 +233,8 @@ unsigned up__uw_cq_reap(struct uring_waker *uw, uint64_t gen,
  * CQEs, so no completion outlives the wait that armed it. Every armed request
  * posts exactly one CQE (completed or -ECANCELED) and the cancel posts one.
  */
-void up__uw_cancel(struct uring_waker *uw, uint64_t gen,
-			   unsigned *inflight, int *result, uint64_t *syscalls)
+void up__uw_cancel(struct uring_waker *uw, uint64_t gen, unsigned *inflight,
+		   int *result, uint64_t *syscalls)
 {
 	/* 100 ms per round and a bounded number of fruitless rounds: a cancel
 	 * of a futex wait or a poll completes at once, so hitting the bound
@@ -247,8 +256,8 @@ void up__uw_cancel(struct uring_waker *uw, uint64_t gen,
 	(*inflight)++;
 	while (*inflight) {
 		unsigned pending = up__uw_sq_publish(uw);
-		int r = up__uw_enter(uw, pending, *inflight,
-				   IORING_ENTER_GETEVENTS, &ts, syscalls);
+		int r = up__uw_enter(uw, pending, *inflight, IORING_ENTER_GETEVENTS,
+				     &ts, syscalls);
 
 		if (up__uw_cq_reap(uw, gen, inflight, result))
 			idle = 0;

@@ -1,45 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wake_uring.c - the io_uring sleep/wake backend (see core/wake.h).
+ * wake_uring.c - the io_uring sleep/wake backend (see core/wake.h): making
+ * a waker (probe, self-test), wait, wake, destroy, and its ops table.
  *
- * DESIGN NOTE
+ * Each waker owns a small private ring (UW_SQ_ENTRIES SQEs, UW_CQ_ENTRIES
+ * CQEs). A wait arms, in one submission, an IORING_OP_FUTEX_WAIT on the
+ * shared word plus one IORING_OP_POLL_ADD(POLLIN) per peer pidfd (a pidfd
+ * turns readable when its process has exited), then blocks in
+ * io_uring_enter(GETEVENTS) with the timeout passed through
+ * IORING_ENTER_EXT_ARG, which, unlike a timeout SQE, needs no cancel and
+ * posts no CQE. The first completion of this wait's generation decides the
+ * result; everything still armed is then cancelled with one
+ * IORING_OP_ASYNC_CANCEL(ANY|ALL) and its CQEs are reaped before returning,
+ * so the ring is empty when the next wait starts. Polls are not kept armed
+ * across waits: a poll pins the pidfd's file, and the caller may close the
+ * fd and reuse its number for another process.
  *
- * Each waker owns a small private ring (8 SQEs, 64 CQEs). A wait arms, in one
- * submission, an IORING_OP_FUTEX_WAIT on the shared word plus one
- * IORING_OP_POLL_ADD(POLLIN) per peer pidfd (a pidfd turns readable when its
- * process has exited), then blocks in io_uring_enter(GETEVENTS) with the
- * timeout passed through IORING_ENTER_EXT_ARG. The first completion of this
- * wait's generation decides the result; everything still armed is then
- * cancelled with one IORING_OP_ASYNC_CANCEL(ANY|ALL) and its CQEs are reaped
- * before returning, so the ring is empty when the next wait starts.
  * A wake queues an IORING_OP_FUTEX_WAKE (of one waiter, or all) with
  * IOSQE_CQE_SKIP_SUCCESS and does not wait for it: without SQPOLL the one
  * io_uring_enter that submits it is the wake's only system call; with SQPOLL
  * there is none while the SQ thread is awake. Skipping the success CQE keeps
  * the CQ free of wake traffic, so with SQPOLL a late wake completion cannot
- * end a later wait's sleep early (measured: 4.0 -> 2.0 enters per ping-pong
- * round). Destroy pushes still-unissued wakes out first (drain_wakes()).
+ * end a later wait's sleep early. Destroy pushes still-unissued wakes out
+ * first (drain_wakes()).
  *
- * Alternatives rejected:
- *  - IORING_OP_TIMEOUT / LINK_TIMEOUT SQEs: a timeout SQE needs its own
- *    cancellation and CQE; EXT_ARG's timespec costs nothing when the futex
- *    completes first. (LINK_TIMEOUT only covers one SQE, not the set.)
- *  - keeping pidfd polls armed across waits to save the cancel enter: the
- *    poll pins the pidfd's file, and the caller may close the fd and reuse
- *    its number for another process, so "same fd number" would not mean
- *    "same peer". With peers, a wait costs 2 enters (arm+sleep, cancel+reap);
- *    without peers and woken by the futex, 1.
- *  - deferring the cancel to the next wait's submission: stale FUTEX_WAITs
- *    would stay queued on the word and steal wakeups' CPU; rejected as not
- *    worth one syscall on the sleep path.
- *  - IORING_SETUP_SINGLE_ISSUER / DEFER_TASKRUN: an endpoint is used by one
- *    thread at a time, not always the same thread.
- *  - registering the ring fd (IORING_ENTER_REGISTERED_RING): the registration
- *    is per task, and the waker may move between threads.
- *
- * Liburing 2.3 (Debian 12) has no futex helpers or opcode numbers; the SQE
- * encoding below follows the kernel's io_futex_prep() (io_uring/futex.c,
- * v6.7+) and matches liburing >= 2.5's io_uring_prep_futex_wait/wake.
+ * An endpoint, hence its waker, is used by one thread at a time but not
+ * always the same thread: the ring is not IORING_SETUP_SINGLE_ISSUER and its
+ * fd is not registered (a registration is per task).
  *
  * A waker must not be used across fork(): its ring is mapped MADV_DONTFORK,
  * so a child can only destroy it (which is safe) and must create its own.
@@ -92,8 +79,7 @@ static int uw_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	sqe = up__uw_sqe_get(uw, syscalls);
 	if (!sqe)
 		goto hard_fail;
-	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAIT, word, expect,
-		   UW_TAG(gen, UW_FUTEX));
+	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAIT, word, expect, UW_TAG(gen, UW_FUTEX));
 	inflight++;
 	if (npeer > UW_MAX_PEERS)
 		npeer = UW_MAX_PEERS;
@@ -127,8 +113,7 @@ static int uw_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 			ts.tv_nsec = (long long)(left % 1000000000u);
 			tsp = &ts;
 		}
-		r = up__uw_enter(uw, pending, 1, IORING_ENTER_GETEVENTS, tsp,
-			       syscalls);
+		r = up__uw_enter(uw, pending, 1, IORING_ENTER_GETEVENTS, tsp, syscalls);
 		seen = up__uw_cq_reap(uw, gen, &inflight, &result);
 		if (result != UW_PENDING)
 			break;
@@ -192,8 +177,7 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 		 * is equivalent (shared futex, same word) and cannot block. */
 		return up__futex_wake(word, nr, syscalls);
 	}
-	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAKE, word, nr,
-		   UW_TAG(0, UW_WAKE));
+	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAKE, word, nr, UW_TAG(0, UW_WAKE));
 	/* A successful wake posts nothing: no CQ traffic to reap, and with
 	 * SQPOLL no late wake CQE can cut a later wait's sleep short. */
 	sqe->flags = IOSQE_CQE_SKIP_SUCCESS;
@@ -253,7 +237,7 @@ static void drain_wakes(struct uring_waker *uw)
 	sqe->user_data = UW_TAG(0, UW_CANCEL);
 	for (round = 0; inflight && round < 10; round++) {
 		int r = up__uw_enter(uw, up__uw_sq_publish(uw), 1,
-				   IORING_ENTER_GETEVENTS, &ts, &calls);
+				     IORING_ENTER_GETEVENTS, &ts, &calls);
 
 		up__uw_cq_reap(uw, 0, &inflight, &dummy);
 		if (r < 0 && r != -EINTR && r != -ETIME)
@@ -265,8 +249,6 @@ static void uw_destroy(struct up__waker *w)
 {
 	struct uring_waker *uw = to_uw(w);
 
-	if (!uw)
-		return;
 	/* In a forked child the ring is not ours (and not mapped: DONTFORK);
 	 * only the parent may push its last wakes out. Closing our fd copy
 	 * and unmapping nothing is all the child may do. */
@@ -289,6 +271,7 @@ static const struct up__wake_ops uw_ops = UW_OPS("io_uring");
 static const struct up__wake_ops uw_ops_sqpoll = UW_OPS("io_uring-sqpoll");
 #undef UW_OPS
 
+/* Whether this kernel knows every opcode a wait and a wake use. */
 static int probe_ok(struct io_uring *ring)
 {
 	struct io_uring_probe *p = io_uring_get_probe_ring(ring);
@@ -313,7 +296,7 @@ static int selftest_ok(struct uring_waker *uw)
 {
 	_Atomic uint32_t word = 1;
 	uint64_t calls = 0;
-	unsigned inflight = 0;
+	unsigned inflight = 2; /* the FUTEX_WAIT and the FUTEX_WAKE below */
 	int got_wait = 0, got_wake = 0, tries;
 	struct io_uring_sqe *sqe;
 
@@ -325,16 +308,14 @@ static int selftest_ok(struct uring_waker *uw)
 	if (!sqe)
 		return 0;
 	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAKE, &word, INT32_MAX,
-		   UW_TAG(1, UW_WAKE));
-	inflight = 2;
+		      UW_TAG(1, UW_WAKE));
 	for (tries = 0; inflight && tries < 20; tries++) {
 		const struct __kernel_timespec ts = { .tv_sec = 0,
 						      .tv_nsec = 50000000 };
 		struct io_uring_cq *cq = &uw->ring.cq;
 		unsigned head, tail;
-
 		int r = up__uw_enter(uw, up__uw_sq_publish(uw), inflight,
-				   IORING_ENTER_GETEVENTS, &ts, &calls);
+				     IORING_ENTER_GETEVENTS, &ts, &calls);
 
 		if (r < 0 && r != -EINTR && r != -ETIME)
 			return 0;

@@ -34,7 +34,9 @@ void up__wake_line_slow(struct up_end *e, struct up_shm_wait *wl, uint32_t nr)
 	if (nr != UP_WAKE_ALL && atomic_load_explicit(&wl->npoll, memory_order_relaxed) != 0)
 		nr = UP_WAKE_ALL;
 	/* [wait] sc: the bump ends every futex wait on the old value; pairs
-	 * with [wait] sc in up__wait_ready(), which loads seq first. */
+	 * with [wait] sc in up__wait_ready(), which loads seq first. Also
+	 * [u-wait-word] sc: what came before is visible to a backend that sees
+	 * the new value; pairs with [u-wait-word] acq in uw_wait(). */
 	atomic_fetch_add_explicit(&wl->seq, 1, memory_order_seq_cst);
 	e->waker->ops->wake(e->waker, &wl->seq, nr, &sc);
 	up__count(&e->c.syscalls, sc);

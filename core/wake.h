@@ -45,10 +45,10 @@
  *
  * n is every sleeper for state changes (end of stream, no reader left,
  * broken, free pages), but one for new data, as the kernel's pipe_write wakes
- * one exclusive reader: waking ten readers for one page set ten threads on
- * two cores fighting for it. A woken sleeper clears pending again once it is
+ * one exclusive reader: waking every reader for one page sets them all
+ * fighting for it. A woken sleeper clears pending again once it is
  * up, so the next progress wakes another, and a reader that leaves data
- * behind while others sleep wakes the next one (ring.c, chain_wake()): a
+ * behind while others sleep wakes the next one (reader.c, up__chain_wake()): a
  * sleeping reader is never left with data and nobody awake to take it.
  * While a poll-mode end is armed on the line (npoll != 0), whose event loop
  * may sit on a wake, n is every sleeper for data too.
@@ -79,6 +79,10 @@ struct up__wake_ops {
 	 * readable: the caller should look for dead peers), -ETIMEDOUT,
 	 * -EINTR, or another -errno. Adds the system calls it made to
 	 * *syscalls.
+	 * core/ changes *word with a seq_cst (or release) store or RMW before
+	 * it calls wake(); a backend that loads *word itself to return early
+	 * loads it with acquire (tag [u-wait-word] in uring/wake_uring.c), so
+	 * what was published before the change is visible on return.
 	 */
 	int (*wait)(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 		    uint64_t timeout_ns, const int *peer_pidfds, int npeer,
@@ -117,6 +121,25 @@ struct up__waker {
 struct up__waker *up__waker_futex_new(void);
 
 /*
+ * The shared-futex calls behind that backend, for any backend that has to
+ * fall back to them (uring/ does when its ring fails). Same results as
+ * up__wake_ops.wait/wake: 0 (woken, or *word != expect), -ETIMEDOUT, -EINTR
+ * or another -errno; each counts its one system call in *syscalls.
+ */
+int up__futex_wait(_Atomic uint32_t *word, uint32_t expect, uint64_t timeout_ns,
+		   uint64_t *syscalls);
+int up__futex_wake(_Atomic uint32_t *word, uint32_t nr, uint64_t *syscalls);
+
+/* CLOCK_MONOTONIC in nanoseconds; served by the vDSO, no system call. */
+static inline uint64_t up__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
  * Backend selection (core/wake_select.c): tries io_uring (with SQPOLL when
  * @sqpoll) when the build has it and the environment does not force the
  * fallback (UP_FORCE_FUTEX=1), else futex. Never fails except on ENOMEM.
@@ -129,14 +152,5 @@ struct up__waker *up__waker_uring_new(int sqpoll);
 
 /* Name of the backend a new endpoint of this process would get. */
 const char *up__waker_probe_name(int sqpoll);
-
-/* CLOCK_MONOTONIC in nanoseconds; through the vDSO, no system call. */
-static inline uint64_t up__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 #endif /* UP_CORE_WAKE_H */

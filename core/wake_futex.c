@@ -8,7 +8,6 @@
  * Peer death: futex(2) cannot watch pidfds, so the caller bounds every wait
  * with a timeout and checks its peers when it expires.
  */
-#include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -16,16 +15,12 @@
 
 #include "up_int.h"
 
-static int futex_wait_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
-			 uint64_t timeout_ns, const int *peer_pidfds, int npeer,
-			 uint64_t *syscalls)
+int up__futex_wait(_Atomic uint32_t *word, uint32_t expect, uint64_t timeout_ns,
+		   uint64_t *syscalls)
 {
 	struct timespec ts, *tsp = NULL;
 	long r;
 
-	(void)w;
-	(void)peer_pidfds;
-	(void)npeer;
 	if (timeout_ns) {
 		ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
 		ts.tv_nsec = (long)(timeout_ns % 1000000000ull);
@@ -38,14 +33,29 @@ static int futex_wait_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t e
 	return 0;
 }
 
-static int futex_wake_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
-			 uint64_t *syscalls)
+int up__futex_wake(_Atomic uint32_t *word, uint32_t nr, uint64_t *syscalls)
 {
-	(void)w;
 	*syscalls += 1;
 	if (syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, (int)nr, NULL, NULL, 0) < 0)
 		return -errno;
 	return 0;
+}
+
+static int futex_wait_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
+			 uint64_t timeout_ns, const int *peer_pidfds, int npeer,
+			 uint64_t *syscalls)
+{
+	(void)w;
+	(void)peer_pidfds;
+	(void)npeer;
+	return up__futex_wait(word, expect, timeout_ns, syscalls);
+}
+
+static int futex_wake_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
+			 uint64_t *syscalls)
+{
+	(void)w;
+	return up__futex_wake(word, nr, syscalls);
 }
 
 static void futex_destroy(struct up__waker *w)

@@ -1,18 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * uring_int.h - what uring/ files share: the futex opcodes that Debian 12's
- * liburing 2.3 does not know, and how their SQEs are laid out.
+ * liburing 2.3 does not know and how their SQEs are laid out, the waker's
+ * state, and the functions one uring/ file offers the others.
+ *
+ * Layers, each calling only those below it (and core/):
+ *   wake_uring.c  the waker: construction, probe and self-test, the ops
+ *   poll_ring.c   poll mode: the eventfd-backed second ring
+ *   sq_anchor.c   the process's one SQPOLL thread
+ *   uring_io.c    the waker's own ring: setup, SQ publish, enter, CQ reap,
+ *                 cancel
+ * uring_api.c (include/uringpipe/uring.h) uses only the SQE layout.
  */
 #ifndef UP_URING_INT_H
 #define UP_URING_INT_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include <liburing.h>
 
-/* Opcode numbers from the kernel's enum io_uring_op (uapi io_uring.h). */
+#include "wake.h"
+
+/* Opcode numbers from the kernel's enum io_uring_op (uapi io_uring.h).
+ * Our SQE encoding follows the kernel's io_futex_prep() (io_uring/futex.c,
+ * v6.7+) and matches liburing >= 2.5's io_uring_prep_futex_wait/wake. */
 #define UP__IORING_OP_FUTEX_WAIT 51
 #define UP__IORING_OP_FUTEX_WAKE 52
 /* futex2 flags (uapi futex.h, v6.7+): size only. FUTEX2_PRIVATE (128) is
@@ -44,5 +59,85 @@ static inline void up__prep_futex(struct io_uring_sqe *sqe, uint8_t op,
 	sqe->addr2 = val;
 	sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
 }
+
+enum {
+	UW_SQ_ENTRIES = 8,
+	/* Worst case in flight: 1 futex + UW_MAX_PEERS polls + 1 cancel + a
+	 * few unreaped wakes; 64 keeps the CQ from ever overflowing. */
+	UW_CQ_ENTRIES = 64,
+	/* Peers watched per wait; beyond this the caller's timeout covers the
+	 * rest (wake.h allows backends that cannot watch pidfds). */
+	UW_MAX_PEERS = 32,
+	/* How long an SQ thread polls after its last request before it
+	 * sleeps (and then needs IORING_ENTER_SQ_WAKEUP). */
+	UW_SQ_IDLE_MS = 50,
+};
+
+/* user_data = generation << 8 | kind. Wakes carry generation 0. */
+enum uw_kind {
+	UW_WAKE = 1,
+	UW_FUTEX = 2,
+	UW_POLL = 3,
+	UW_CANCEL = 4, /* also the drain NOP, in generation 0 */
+};
+#define UW_TAG(gen, kind) (((uint64_t)(gen) << 8) | (uint64_t)(kind))
+#define UW_PENDING 2 /* "no result yet"; real results are 0, 1 (peer) or -errno */
+
+struct uring_waker {
+	struct up__waker base; /* first: core/ only sees this */
+	struct io_uring ring;
+	/* Poll mode (poll_ring.c): a second ring, NULL until up_pollfd, whose
+	 * completions make the eventfd efd readable. */
+	struct io_uring *pring;
+	int efd;
+	unsigned pinflight; /* armed requests whose CQE is still to come */
+	int parmed;         /* pring has a wait armed (up__uw_arm) */
+	uint64_t gen;       /* generation of the latest wait or arm */
+	int sqpoll;         /* ring has an SQ thread (IORING_SETUP_SQPOLL) */
+	pid_t owner;        /* process that created the ring (see uw_destroy) */
+	int wake_err;       /* first failed FUTEX_WAKE CQE not yet reported */
+	/* Ring unusable (an error we cannot recover from, such as its fd
+	 * closed under us): wait and wake through up__futex_wait/wake() for
+	 * good. Same shared futex, so the peer does not notice; pidfds are
+	 * then covered by the caller's timeout only. */
+	int broken;
+};
+
+static inline struct uring_waker *to_uw(struct up__waker *w)
+{
+	return (struct uring_waker *)w;
+}
+
+/* A futex SQE of ours: up__prep_futex() plus our user_data tag. */
+static inline void uw_prep_futex(struct io_uring_sqe *sqe, uint8_t op,
+				 _Atomic uint32_t *word, uint64_t val, uint64_t tag)
+{
+	up__prep_futex(sqe, op, word, val);
+	sqe->user_data = tag;
+}
+
+/* uring_io.c: the waker's own ring. */
+int up__uw_ring_init(struct io_uring *ring, int sqpoll, int attach_fd, __u32 *features);
+unsigned up__uw_sq_publish(struct uring_waker *uw);
+bool up__uw_sq_needs_wakeup(struct uring_waker *uw);
+int up__uw_enter(struct uring_waker *uw, unsigned to_submit, unsigned min_complete,
+		 unsigned flags, const struct __kernel_timespec *ts, uint64_t *syscalls);
+struct io_uring_sqe *up__uw_sqe_get(struct uring_waker *uw, uint64_t *syscalls);
+unsigned up__uw_cq_peek(struct io_uring_cq *cq, unsigned *head);
+void up__uw_cq_advance(struct io_uring_cq *cq, unsigned head);
+unsigned up__uw_cq_reap(struct uring_waker *uw, uint64_t gen, unsigned *inflight,
+			int *result);
+void up__uw_cancel(struct uring_waker *uw, uint64_t gen, unsigned *inflight,
+		   int *result, uint64_t *syscalls);
+
+/* poll_ring.c: poll mode (the ops' pollfd/arm/disarm). */
+int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls);
+int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
+	       const int *peer_pidfds, int npeer, uint64_t *syscalls);
+int up__uw_disarm(struct up__waker *w, uint64_t *syscalls);
+void up__uw_pring_exit(struct uring_waker *uw);
+
+/* sq_anchor.c: the fd of this process's SQPOLL anchor ring, or -1. */
+int up__uw_sq_anchor_fd(void);
 
 #endif /* UP_URING_INT_H */

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * poll_ring.c - poll mode (up_pollfd/up_poll_arm): an fd for epoll, poll or
+ * libuv that turns readable when an armed wait would have ended.
+ *
+ * The fd is an eventfd registered with a second ring of the waker (pring),
+ * which only ever carries the armed FUTEX_WAIT, its pidfd polls and their
+ * cancel: kept apart from the waker's own ring, no completion of one mode is
+ * mistaken for the other's. Arming does not sleep; the caller has announced
+ * itself on the wait line as for a wait (wake.h). This ring is driven
+ * through liburing (io_uring_submit(), io_uring_peek_cqe(),
+ * io_uring_cqe_seen()), whose barriers pair with the kernel's; there are no
+ * atomics of ours here.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <liburing.h>
+
+#include "up_int.h"
+
+#include "uring_int.h"
+
+/* The ops' pollfd: make the eventfd and the poll ring once; returns the fd. */
+int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls)
+{
+	struct uring_waker *uw = to_uw(w);
+	__u32 features;
+	int r;
+
+	if (uw->pring)
+		return uw->efd;
+	uw->pring = up__calloc(1, sizeof(*uw->pring));
+	if (!uw->pring)
+		return -ENOMEM;
+	*syscalls += 3;
+	uw->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (uw->efd < 0) {
+		r = -errno;
+		goto err_free;
+	}
+	r = up__uw_ring_init(uw->pring, 0, -1, &features);
+	if (r < 0)
+		goto err_close;
+	r = io_uring_register_eventfd(uw->pring, uw->efd);
+	if (r < 0)
+		goto err_exit;
+	return uw->efd;
+
+err_exit:
+	io_uring_queue_exit(uw->pring);
+err_close:
+	close(uw->efd);
+err_free:
+	up__free(uw->pring);
+	uw->pring = NULL;
+	return r;
+}
+
+/* Reap what the poll ring has; note whether a peer's pidfd fired. */
+static void pring_reap(struct uring_waker *uw, int *peer)
+{
+	struct io_uring_cqe *cqe;
+
+	while (io_uring_peek_cqe(uw->pring, &cqe) == 0) {
+		if ((cqe->user_data & 0xff) == UW_POLL && cqe->res > 0)
+			*peer = 1;
+		if ((cqe->user_data & 0xff) != UW_CANCEL && uw->pinflight)
+			uw->pinflight--;
+		io_uring_cqe_seen(uw->pring, cqe);
+	}
+}
+
+/* The ops' disarm: cancel what is still armed, reap it, reset the fd.
+ * Returns 1 when a peer's pidfd fired, 0, or -errno. */
+int up__uw_disarm(struct up__waker *w, uint64_t *syscalls)
+{
+	struct uring_waker *uw = to_uw(w);
+	struct io_uring_sqe *sqe;
+	uint64_t junk;
+	int peer = 0, rounds;
+
+	if (!uw->parmed)
+		return 0;
+	uw->parmed = 0;
+	pring_reap(uw, &peer);
+	if (uw->pinflight) {
+		/* Whatever is still armed goes; each posts -ECANCELED. */
+		sqe = io_uring_get_sqe(uw->pring);
+		if (sqe) {
+			io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY |
+						       IORING_ASYNC_CANCEL_ALL);
+			sqe->user_data = UW_TAG(0, UW_CANCEL);
+			io_uring_submit(uw->pring);
+			*syscalls += 1;
+		}
+		/* Bounded: a cancel completes the requests at once. */
+		for (rounds = 0; uw->pinflight && rounds < 100; rounds++) {
+			struct __kernel_timespec ts = { .tv_sec = 0, .tv_nsec = 10000000 };
+			struct io_uring_cqe *cqe;
+
+			*syscalls += 1;
+			if (io_uring_wait_cqe_timeout(uw->pring, &cqe, &ts) == 0)
+				pring_reap(uw, &peer);
+		}
+	}
+	/* Reset the fd; its count may include the cancel's completions. */
+	*syscalls += 1;
+	if (read(uw->efd, &junk, sizeof(junk)) < 0 && errno != EAGAIN)
+		return -errno;
+	return peer;
+}
+
+/* The ops' arm: queue a FUTEX_WAIT on @word and a poll per peer pidfd,
+ * after disarming what an earlier arm left. */
+int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
+	       const int *peer_pidfds, int npeer, uint64_t *syscalls)
+{
+	struct uring_waker *uw = to_uw(w);
+	struct io_uring_sqe *sqe;
+	uint64_t gen = ++uw->gen;
+	int i, r;
+
+	if (!uw->pring)
+		return -EINVAL;
+	if (uw->parmed)
+		up__uw_disarm(w, syscalls);
+	sqe = io_uring_get_sqe(uw->pring);
+	if (!sqe)
+		return -EBUSY;
+	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAIT, word, expect, UW_TAG(gen, UW_FUTEX));
+	uw->pinflight = 1;
+	if (npeer > UW_SQ_ENTRIES - 2)
+		npeer = UW_SQ_ENTRIES - 2; /* the slice timeout covers the rest */
+	for (i = 0; i < npeer; i++) {
+		sqe = io_uring_get_sqe(uw->pring);
+		if (!sqe)
+			break;
+		io_uring_prep_poll_add(sqe, peer_pidfds[i], POLLIN);
+		sqe->user_data = UW_TAG(gen, UW_POLL);
+		uw->pinflight++;
+	}
+	*syscalls += 1;
+	r = io_uring_submit(uw->pring);
+	if (r < 0) {
+		uw->pinflight = 0;
+		return r;
+	}
+	uw->parmed = 1;
+	return 0;
+}
+
+/* Tear the poll ring down, if there is one; that cancels anything armed. */
+void up__uw_pring_exit(struct uring_waker *uw)
+{
+	if (!uw->pring)
+		return;
+	io_uring_queue_exit(uw->pring);
+	up__free(uw->pring);
+	close(uw->efd);
+}

@@ -63,10 +63,10 @@ static int uw_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	/* [u-wait-word] acq: what core/ published before it changed *word;
 	 * pairs with [u-wait-word] sc in up__wake_line_slow(), and with every
 	 * seq_cst or release store by which core/ changes a wait word before
-	 * its ->wake() (the lock drop, the busy stores; the wake.h contract of
-	 * .wait). The
-	 * kernel compares again under the futex bucket lock; this load only
-	 * saves the enter when the change is already visible. */
+	 * it asks the backend to wake (the lock drop, the busy stores: the
+	 * wake.h contract of .wait). The kernel compares again under the futex
+	 * bucket lock; this load only saves the enter when the change is
+	 * already visible. */
 	if (atomic_load_explicit(word, memory_order_acquire) != expect)
 		return 0;
 

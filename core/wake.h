@@ -10,48 +10,22 @@
  * backend and its peer on the other interoperate (a FUTEX_WAIT armed through
  * io_uring is woken by a futex(2) wake and vice versa).
  *
- * THE HANDSHAKE (referred to as "see wake.h" elsewhere)
+ * THE HANDSHAKE. docs/DESIGN.md, section 5, draws it as two columns, with
+ * the argument for why no wakeup is lost; wait.c is the sleeper's column,
+ * wake.c the waker's. Each direction has a wait line in the segment: seq
+ * (the futex word, bumped by a waker that finds a sleeper), nwait (sleepers
+ * announced), pending (a wake in flight: later wakers skip the system
+ * call), npoll (poll-mode ends armed). What must stay true: the sleeper's
+ * nwait increment and re-check, and the waker's progress store and nwait
+ * load, are seq_cst ([wait] in the code), so one of the two sees the other;
+ * a release progress store reopens the store-buffer window, and
+ * tests/model/wake.pml finds the lost wake that follows.
  *
- * Each direction has a wait line in the segment with three words:
- *   seq     - bumped by a waker that finds a sleeper; the futex word;
- *   nwait   - how many endpoints are (about to be) asleep on seq;
- *   pending - set by the waker that bumps seq, cleared by each sleeper
- *             before it announces itself: while set, later wakers skip the
- *             system call, so a burst of small writes costs one wake, not
- *             one per write.
- *
- * Sleeper (all seq_cst)                   Waker (all seq_cst)
- *   s = load(seq)                           publish progress (store)
- *   store(pending, 0)                       if load(nwait) != 0 &&
- *   nwait += 1                                 xchg(pending, 1) == 0:
- *   re-check the condition                      seq += 1
- *   if still blocked:                           futex_wake(&seq, n)
- *       futex_wait(&seq, s)
- *       store(pending, 0)
- *   nwait -= 1
- *
- * Dekker's argument: the sleeper's nwait increment and the waker's progress
- * store are both seq_cst, and each side loads the other's word afterwards
- * (seq_cst), so at least one of them sees the other. Either the sleeper's
- * re-check sees the progress and it does not sleep, or the waker sees
- * nwait != 0 and bumps seq; the bump makes a futex_wait that has not yet
- * started return at once (seq != s) and wakes one that has. No wakeup is
- * lost, and a side that never finds a sleeper never enters the kernel.
- * pending cannot hide a wake: if the waker finds it already set, the waker
- * that set it did so after this sleeper cleared it, hence after the sleeper
- * read s, and that waker's seq bump (still to come, or done) ends the wait.
- * Removing either seq_cst (making the progress store a release, say) reopens
- * the store-buffer window; tests/model/ checks exactly that.
- *
- * n is every sleeper for state changes (end of stream, no reader left,
- * broken, free pages), but one for new data, as the kernel's pipe_write wakes
- * one exclusive reader: waking every reader for one page sets them all
- * fighting for it. A woken sleeper clears pending again once it is
- * up, so the next progress wakes another, and a reader that leaves data
- * behind while others sleep wakes the next one (reader.c, up__chain_wake()): a
- * sleeping reader is never left with data and nobody awake to take it.
- * While a poll-mode end is armed on the line (npoll != 0), whose event loop
- * may sit on a wake, n is every sleeper for data too.
+ * Data wakes one sleeper, as the kernel's pipe_write wakes one exclusive
+ * reader; state changes (end of stream, no reader left, broken, free pages)
+ * wake every one, and so does data while a poll-mode end is armed. A reader
+ * that leaves data behind while others sleep wakes the next one
+ * (up__chain_wake()).
  *
  * Waits are bounded by a timeout (up__wake_ops.wait's @timeout_ns) so that a
  * sleeper also notices a dead peer and a broken segment; a timeout is not an

@@ -72,11 +72,9 @@ static void dec_floor0(_Atomic uint32_t *count)
 	/* relaxed: a guess; the CAS below checks it. */
 	uint32_t old = atomic_load_explicit(count, memory_order_relaxed);
 
-	/* [wait] sc: on a reader or writer count, the progress store of the
-	 * end-of-stream and EPIPE edges; pairs with [wait] sc in up__rd_ready()
-	 * and up__wr_ready(). On a wait line's nwait or npoll, a dead sleeper
-	 * or armed end leaving it, as up__wait_ready() and up__ring_disarm()
-	 * do; pairs with [wait] sc in up__wake_line(). On the writers' lock's
+	/* [wait] sc: on a wait line's nwait or npoll, a dead sleeper or armed
+	 * end leaving it, as up__wait_ready() and up__ring_disarm() do; pairs
+	 * with [wait] sc in up__wake_line(). On the writers' lock's
 	 * npoll, [lock-poll] sc: a dead poller leaving; pairs with [lock-poll]
 	 * sc in up__lock_wake(). */
 	while (old != 0 &&
@@ -126,9 +124,7 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 		dec_floor0(&p->ln->wlock.npoll);
 	}
 	count = role == UP_END_READER ? &p->ln->state.readers : &p->ln->state.writers;
-	/* seq_cst: this decrement is the progress store of the end-of-stream
-	 * and EPIPE edges of the sleep handshake (wake.h). */
-	dec_floor0(count);
+	up__side_leave(count);
 	/* [ends-gen] rel: the freed entry and the dropped counts before the
 	 * new generation; pairs with [ends-gen] acq in up__sweep_orphans() and
 	 * up__peers_watch(). */

@@ -215,10 +215,7 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 
 	/* relaxed: we hold a reference already (the caller's handle). */
 	atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
-	/* [wait] sc: the counts are part of the sleep handshake (end of stream
-	 * and EPIPE); pairs with [wait] sc in up__rd_ready() and up__wr_ready(). */
-	atomic_fetch_add_explicit(dir == UP_RD ? &p->ln->state.readers : &p->ln->state.writers,
-				  1, memory_order_seq_cst);
+	up__side_join(dir == UP_RD ? &p->ln->state.readers : &p->ln->state.writers);
 	pthread_mutex_lock(&p->mu);
 	e->next = p->ends_list;
 	if (p->ends_list)
@@ -258,16 +255,7 @@ int up_close(struct up_end *e)
 	p = e->p;
 	end_release(e);
 	count = (e->flags & UP_RD) ? &p->ln->state.readers : &p->ln->state.writers;
-	/* A count read as 0 by a hostile peer's doing cannot underflow ours.
-	 * relaxed: the CAS below decides. */
-	uint32_t old = atomic_load_explicit(count, memory_order_relaxed);
-	/* [wait] sc: the progress store for sleepers waiting for end of stream
-	 * or EPIPE; pairs with [wait] sc in up__rd_ready() and up__wr_ready(). */
-	while (old != 0 &&
-	       !atomic_compare_exchange_weak_explicit(count, &old, old - 1,
-						      memory_order_seq_cst,
-						      memory_order_relaxed))
-		;
+	up__side_leave(count);
 	/* The other side sleeps on its own line: the last writer wakes the
 	 * readers (end of stream), the last reader wakes the writers (EPIPE). */
 	up__wake_all(e, (e->flags & UP_RD) ? &p->ln->wr_wait : &p->ln->rd_wait);
@@ -461,8 +449,10 @@ int up_stats(const struct up_pipe *cp, struct up_stats *st)
 	st->wakes = atomic_load_explicit(&sum.wakes, memory_order_relaxed);
 	st->syscalls = atomic_load_explicit(&sum.syscalls, memory_order_relaxed);
 	/* Relaxed: a snapshot for reporting. */
-	st->readers = atomic_load_explicit(&p->ln->state.readers, memory_order_relaxed);
-	st->writers = atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed);
+	st->readers = up__side_open(atomic_load_explicit(&p->ln->state.readers,
+							 memory_order_relaxed));
+	st->writers = up__side_open(atomic_load_explicit(&p->ln->state.writers,
+							 memory_order_relaxed));
 	st->numa_node = p->numa_node;
 	strncpy(st->backend, backend, sizeof(st->backend) - 1);
 	return 0;

@@ -34,7 +34,7 @@ int up__ring_arm(struct up_end *e, bool locks, _Atomic uint32_t **word, uint32_t
 	 * [wait] sc: the reader count as the handshake orders it; pairs with
 	 * [wait] sc in up_close(). */
 	if (r > 0 && locks && (e->flags & UP_WR) &&
-	    atomic_load_explicit(&e->p->ln->state.readers, memory_order_seq_cst) != 0)
+	    !up__side_gone(atomic_load_explicit(&e->p->ln->state.readers, memory_order_seq_cst)))
 		return up__wlock_poll_arm(e, word, expect);
 	if (r != 0)
 		return r < 0 ? r : 1;

@@ -197,7 +197,7 @@ bool up__coalesce(struct up_end *rd)
 
 /*
  * A read or peek found nothing, with @writers loaded before it looked:
- * 0 for end of stream, -EAGAIN on a non-blocking end, 1 after waiting for
+ * 0 for end of stream (writers came and none is left), -EAGAIN on a non-blocking end, 1 after waiting for
  * data (look again), or an error. A sleep ends the streak; a spin does not.
  */
 int up__read_idle(struct up_end *rd, uint32_t writers)
@@ -205,7 +205,7 @@ int up__read_idle(struct up_end *rd, uint32_t writers)
 	uint64_t slept;
 	int r;
 
-	if (writers == 0)
+	if (up__side_gone(writers))
 		return 0;
 	if (rd->flags & UP_NONBLOCK) {
 		rd->streak = 0;
@@ -241,8 +241,8 @@ ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, si
 
 		if (up__is_broken(p))
 			return -EPROTO;
-		/* Load writers before looking at the ring: if it is 0 here,
-		 * every publish happened before and the walk below sees it.
+		/* Load writers before looking at the ring: if they are gone
+		 * here, every publish happened before and the walk sees it.
 		 * [wait] sc: pairs with [wait] sc in up_close(). */
 		writers = atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst);
 		r = up__lock_take(rd, &p->ln->rlock.word, rd->flags & UP_NONBLOCK);

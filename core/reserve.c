@@ -137,7 +137,7 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 	 * rule below for a writer that has just joined: over half a page, a
 	 * page of its own. relaxed: a hint, as below. */
 	if ((len <= ps / 2 ||
-	     atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed) == 1) &&
+	     up__side_open(atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed)) == 1) &&
 	    up__short_enter(w, len))
 		return resv_merge_give(w, len, iov, iovcnt, w->last_head, w->last_pg,
 				       w->last_len);
@@ -146,10 +146,11 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 	up__resv_cancel(w); /* a new reservation replaces the last one */
 	/* [wait] sc: the EPIPE edge; pairs with [wait] sc in up_close(). */
 	if (len < ps && !up__is_broken(p) &&
-	    atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) != 0) {
+	    !up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst))) {
 		/* relaxed: a hint; a writer that joins or leaves meanwhile only
 		 * changes whether we wait for a busy lock. */
-		bool lone = atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed) == 1;
+		bool lone = up__side_open(atomic_load_explicit(&p->ln->state.writers,
+							       memory_order_relaxed)) == 1;
 
 		if (lone || len <= ps / 2) {
 			ssize_t got = reserve_merge(w, len, iov, iovcnt, !lone);
@@ -192,7 +193,8 @@ int up__ring_commit(struct up_end *w, size_t n)
 	if (n > w->resv_bytes)
 		return -EINVAL;
 	/* [wait] sc: the EPIPE edge; pairs with [wait] sc in up_close(). */
-	if (n == 0 || atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0) {
+	if (n == 0 ||
+	    up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst))) {
 		up__resv_cancel(w);
 		return n == 0 ? 0 : -EPIPE;
 	}

@@ -69,6 +69,49 @@ static inline int up__proto_error(struct up_pipe *p)
 	return -EPROTO;
 }
 
+/* A reader or writer count (state.readers/writers) says the side came and
+ * left: every end of it is closed, and one was open. */
+static inline bool up__side_gone(uint32_t count)
+{
+	return count == UP_COUNT_EVER;
+}
+
+/* The number of open ends in a reader or writer count. */
+static inline uint32_t up__side_open(uint32_t count)
+{
+	return count & ~UP_COUNT_EVER;
+}
+
+/* An end of a side opens: one more in its count, which now says the side
+ * came. One RMW, so no peer ever sees the side as come and gone before its
+ * first end is counted. */
+static inline void up__side_join(_Atomic uint32_t *count)
+{
+	/* relaxed: the CAS below decides. */
+	uint32_t old = atomic_load_explicit(count, memory_order_relaxed);
+
+	/* [wait] sc: the counts are part of the sleep handshake (end of stream
+	 * and EPIPE); pairs with [wait] sc in up__rd_ready() and up__wr_ready(). */
+	while (!atomic_compare_exchange_weak_explicit(count, &old, (old | UP_COUNT_EVER) + 1,
+						      memory_order_seq_cst, memory_order_relaxed))
+		;
+}
+
+/* An end of a side closes (or is reaped): one fewer, never below none,
+ * whatever a peer stored, and the side stays one that came. */
+static inline void up__side_leave(_Atomic uint32_t *count)
+{
+	/* relaxed: the CAS below decides. */
+	uint32_t old = atomic_load_explicit(count, memory_order_relaxed);
+
+	/* [wait] sc: the progress store for sleepers waiting for end of stream
+	 * or EPIPE; pairs with [wait] sc in up__rd_ready() and up__wr_ready(). */
+	while (up__side_open(old) != 0 &&
+	       !atomic_compare_exchange_weak_explicit(count, &old, old - 1, memory_order_seq_cst,
+						      memory_order_relaxed))
+		;
+}
+
 /* The wait line an end sleeps on: readers wait for data, writers for pages. */
 static inline struct up_shm_wait *up__end_line(struct up_end *e)
 {
@@ -128,14 +171,14 @@ static inline void up__announce_mark(struct up_end *e, uint32_t v)
 	atomic_store_explicit(&e->p->ends[e->idx].armed, v, memory_order_relaxed);
 }
 
-/* -EPROTO when broken, -EPIPE when no reader is left, else 0. */
+/* -EPROTO when broken, -EPIPE when readers came and none is left, else 0. */
 static inline int up__write_check(struct up_pipe *p)
 {
 	if (up__is_broken(p))
 		return -EPROTO;
 	/* [wait] sc: the reader count (the EPIPE edge); pairs with [wait] sc
 	 * in up_close(). */
-	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
+	if (up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst)))
 		return -EPIPE;
 	return 0;
 }

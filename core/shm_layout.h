@@ -50,8 +50,10 @@
 /* 4: the writers' lock's npoll and UP_ARMED_LINE_WLOCK (poll-mode writers
  * wait on the lock word; a peer of version 3 would wake one of them).
  * 5: spare_pages in the header (a peer of version 4 would take the spare
- * pages and hold more than the capacity). */
-#define UP_SHM_VERSION    5u
+ * pages and hold more than the capacity).
+ * 6: UP_COUNT_EVER in the reader and writer counts (a peer of version 5
+ * would read a count with it as thousands of open ends). */
+#define UP_SHM_VERSION    6u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -84,9 +86,16 @@ struct up_shm_hdr {
 	uint8_t  pad_[2 * UP_CACHELINE - 104];
 };
 
+/* In state.readers and state.writers, above the count of open ends: an end
+ * of that side has been open. A side whose word is exactly UP_COUNT_EVER
+ * came and left (end of stream for readers, EPIPE for writers); a word of 0
+ * means none came yet, and the other side waits for one, as with pipe(2)
+ * and FIFOs. One word, so that "came and left" is a single load. */
+#define UP_COUNT_EVER 0x80000000u
+
 struct up_shm_state {
-	_Atomic uint32_t readers; /* open reader endpoints, all processes */
-	_Atomic uint32_t writers; /* open writer endpoints, all processes */
+	_Atomic uint32_t readers; /* open reader endpoints, all processes, | UP_COUNT_EVER */
+	_Atomic uint32_t writers; /* open writer endpoints, all processes, | UP_COUNT_EVER */
 	_Atomic uint32_t broken;  /* set once a violation was seen */
 	_Atomic uint32_t ends_gen;/* bumped when the endpoint table changes */
 	uint8_t pad_[UP_CACHELINE - 16];

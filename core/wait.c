@@ -14,7 +14,8 @@
 
 #include "ring.h"
 
-/* Readable: a byte in some live slot, or end of stream, or broken.
+/* Readable: a byte in some live slot, or end of stream (writers came and
+ * left), or broken.
  * A lock-free hint: tail and off may move under us (other readers); the
  * caller re-checks under the readers' lock. */
 int up__rd_ready(struct up_end *r)
@@ -41,13 +42,13 @@ int up__rd_ready(struct up_end *r)
 			return 1;
 	}
 	/* [wait] sc: re-check; pairs with [wait] sc in up_close(). */
-	if (atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst) == 0)
+	if (up__side_gone(atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst)))
 		return 1;
 	return 0;
 }
 
-/* Writable: a free page in the pool beyond the spare ones, or no reader
- * left, or broken. Counters that do not add up count as writable: the take
+/* Writable: a free page in the pool beyond the spare ones, or readers came
+ * and none is left, or broken. Counters that do not add up count as writable: the take
  * that follows finds them out. */
 int up__wr_ready(struct up_end *w)
 {
@@ -67,7 +68,7 @@ int up__wr_ready(struct up_end *w)
 	if (put - get > p->g.spare_pages)
 		return 1;
 	/* [wait] sc: re-check; pairs with [wait] sc in up_close(). */
-	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
+	if (up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst)))
 		return 1;
 	return 0;
 }

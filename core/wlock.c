@@ -160,7 +160,8 @@ __attribute__((noinline)) int up__wlock_take_slow(struct up_end *w)
 	/* The only writer: bias the lock to this end.
 	 * relaxed: the writer count is a hint; a writer that joins meanwhile
 	 * takes the bias back. */
-	if (!w->bias_off && atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed) == 1 &&
+	if (!w->bias_off &&
+	    up__side_open(atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed)) == 1 &&
 	    up__membarrier_registered(w->pid, &sc)) {
 		/* relaxed: both published by the word's release below. */
 		atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_IN, memory_order_relaxed);

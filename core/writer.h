@@ -46,7 +46,7 @@ static inline bool up__short_enter(struct up_end *w, size_t len)
 		return false;
 	/* [wait] sc: the EPIPE edge, as in up__write_check(); pairs with [wait]
 	 * sc in up_close(). */
-	if (atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst) == 0)
+	if (up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst)))
 		return false;
 	return up__wlock_bias_enter(w);
 }

@@ -172,7 +172,7 @@ uint32_t up__pages_orphaned(struct up_pipe *p, uint32_t *pages, uint32_t max)
 		}
 		/* [end-state] acq: an entry seen free or reclaimed was freed
 		 * after its owner untagged; pairs with [end-state] rel in
-		 * end_slot_free() and [end-state] acq_rel in reap_entry(). */
+		 * up__end_free() and [end-state] acq_rel in reap_entry(). */
 		st = atomic_load_explicit(&p->ends[idx].state, memory_order_acquire);
 		if ((st & UP_END_ROLE_MASK) == UP_END_FREE ||
 		    (st & ~UP_END_ROLE_MASK) != (t & ~UP_END_ROLE_MASK))

@@ -100,7 +100,7 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 			return -EPROTO;
 		}
 		/* [wait] sc: writers before the walk, as in up__ring_read();
-		 * pairs with [wait] sc in up_close(). */
+		 * pairs with [wait] sc in up__side_leave(). */
 		writers = atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst);
 		if (!rd->peek_locked) {
 			r = up__lock_take(rd, &p->ln->rlock.word, rd->flags & UP_NONBLOCK);

@@ -66,6 +66,65 @@ static bool pid_alive(pid_t pid, uint64_t *syscalls)
 	return !(r > 0 && (pfd.revents & (POLLIN | POLLHUP)));
 }
 
+/* Claim an entry of the segment's endpoint table for an end of @role in
+ * process @pid. 0, or -EMFILE when the table is full. */
+int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t *idx, uint32_t *state)
+{
+	uint32_t i;
+
+	for (i = 0; i < p->g.max_ends; i++) {
+		struct up_shm_end *se = &p->ends[i];
+		/* relaxed: a first look; the CAS below decides. */
+		uint32_t cur = atomic_load_explicit(&se->state, memory_order_relaxed);
+
+		if ((cur & UP_END_ROLE_MASK) != UP_END_FREE)
+			continue;
+		/* The generation in the upper bits changes with every claim, so a
+		 * stale lock owner id can be told from a new holder (issue 6). */
+		uint32_t next = (((cur >> 8) + 1) << 8) | role;
+
+		/* [end-state] acq_rel: the entry is ours, after its last owner's
+		 * uses; pairs with [end-state] rel in up__end_free() and with
+		 * [end-state] acq in up__peers_reap(). */
+		if (atomic_compare_exchange_strong_explicit(&se->state, &cur, next,
+							    memory_order_acq_rel,
+							    memory_order_relaxed)) {
+			*state = next;
+			/* relaxed: published by the [end-pid] release below. */
+			atomic_store_explicit(&se->busy, UP_BUSY_OUT, memory_order_relaxed);
+			atomic_store_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
+			/* [ends-gen] rel: the entry's words before its pid; the
+			 * generation bump below publishes it too; pairs with
+			 * [ends-gen] acq in up__peers_watch(). */
+			atomic_store_explicit(&se->pid, (int32_t)pid, memory_order_release);
+			/* [ends-gen] rel: the claimed entry before the new
+			 * generation; pairs with [ends-gen] acq in
+			 * up__sweep_orphans(). */
+			atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1,
+						  memory_order_release);
+			*idx = i;
+			return 0;
+		}
+	}
+	return -EMFILE;
+}
+
+void up__end_free(struct up_pipe *p, uint32_t idx)
+{
+	struct up_shm_end *se = &p->ends[idx];
+	/* relaxed: our own entry; nobody else writes it while it is ours. */
+	uint32_t cur = atomic_load_explicit(&se->state, memory_order_relaxed);
+
+	/* relaxed: published by the [end-state] release below. */
+	atomic_store_explicit(&se->pid, 0, memory_order_relaxed);
+	/* [end-state] rel: our last uses of the pipe before the entry is free;
+	 * pairs with [end-state] acq_rel in up__end_claim(). */
+	atomic_store_explicit(&se->state, cur & ~UP_END_ROLE_MASK, memory_order_release);
+	/* [ends-gen] rel: the freed entry before the new generation; pairs
+	 * with [ends-gen] acq in up__sweep_orphans(). */
+	atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1, memory_order_release);
+}
+
 /* seq_cst decrement that never goes below zero, whatever a peer wrote. */
 static void dec_floor0(_Atomic uint32_t *count)
 {
@@ -96,7 +155,7 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 	/* [end-state] acq_rel: one reaper wins, and the loser sees the entry
 	 * freed; the acquire half orders what follows after the claim being
 	 * reaped, the release half gives the next claimer the free. Pairs
-	 * with [end-state] acq_rel in end_slot_claim() and [end-state] acq in
+	 * with [end-state] acq_rel in up__end_claim() and [end-state] acq in
 	 * up__peers_reap(). */
 	if (!atomic_compare_exchange_strong_explicit(&se->state, &seen,
 						     seen & ~UP_END_ROLE_MASK,
@@ -142,8 +201,8 @@ int up__peers_reap(struct up_end *e)
 
 	for (i = 0; i < p->g.max_ends; i++) {
 		/* [end-state] acq: the entry as its claim or free left it;
-		 * pairs with [end-state] acq_rel in end_slot_claim() and
-		 * reap_entry() and [end-state] rel in end_slot_free(). */
+		 * pairs with [end-state] acq_rel in up__end_claim() and
+		 * reap_entry() and [end-state] rel in up__end_free(). */
 		uint32_t st = atomic_load_explicit(&p->ends[i].state, memory_order_acquire);
 		pid_t pid;
 
@@ -178,8 +237,8 @@ bool up__lock_owner_gone(struct up_end *e, uint32_t owner)
 	struct up_pipe *p = e->p;
 	uint32_t idx = (owner & UP_END_ROLE_MASK) - 1;
 	/* [end-state] acq: the entry as its claim or free left it, as in
-	 * up__peers_reap(); pairs with [end-state] acq_rel in end_slot_claim()
-	 * and reap_entry() and [end-state] rel in end_slot_free(). */
+	 * up__peers_reap(); pairs with [end-state] acq_rel in up__end_claim()
+	 * and reap_entry() and [end-state] rel in up__end_free(). */
 	uint32_t st = atomic_load_explicit(&p->ends[idx].state, memory_order_acquire);
 	pid_t pid;
 	uint64_t sc = 0;
@@ -224,7 +283,7 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 	struct up_pipe *p = e->p;
 	const pid_t self = e->pid;
 	/* [ends-gen] acq: the table as of this generation; pairs with
-	 * [ends-gen] rel in end_slot_claim(), end_slot_free() and
+	 * [ends-gen] rel in up__end_claim(), up__end_free() and
 	 * reap_entry(). */
 	uint32_t gen = atomic_load_explicit(&p->ln->state.ends_gen, memory_order_acquire);
 	pid_t seen[UP_MAX_PEER_FDS];
@@ -237,8 +296,8 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 	close_pidfds(e);
 	for (i = 0; i < p->g.max_ends && e->npeer < UP_MAX_PEER_FDS; i++) {
 		/* [end-state] acq: as in up__peers_reap(); pairs with
-		 * [end-state] acq_rel in end_slot_claim() and reap_entry() and
-		 * [end-state] rel in end_slot_free(). */
+		 * [end-state] acq_rel in up__end_claim() and reap_entry() and
+		 * [end-state] rel in up__end_free(). */
 		uint32_t st = atomic_load_explicit(&p->ends[i].state, memory_order_acquire);
 		pid_t pid;
 		int fd;

@@ -110,64 +110,6 @@ static void end_release(struct up_end *e)
 	e->resv_bytes = 0;
 }
 
-/* Claim an entry of the segment's endpoint table. */
-static int end_slot_claim(struct up_pipe *p, uint32_t role, uint32_t *idx, uint32_t *state)
-{
-	uint32_t i;
-
-	for (i = 0; i < p->g.max_ends; i++) {
-		struct up_shm_end *se = &p->ends[i];
-		/* relaxed: a first look; the CAS below decides. */
-		uint32_t cur = atomic_load_explicit(&se->state, memory_order_relaxed);
-
-		if ((cur & UP_END_ROLE_MASK) != UP_END_FREE)
-			continue;
-		/* The generation in the upper bits changes with every claim, so a
-		 * stale lock owner id can be told from a new holder (issue 6). */
-		uint32_t next = (((cur >> 8) + 1) << 8) | role;
-
-		/* [end-state] acq_rel: the entry is ours, after its last owner's
-		 * uses; pairs with [end-state] rel in end_slot_free() and with
-		 * [end-state] acq in up__peers_reap(). */
-		if (atomic_compare_exchange_strong_explicit(&se->state, &cur, next,
-							    memory_order_acq_rel,
-							    memory_order_relaxed)) {
-			*state = next;
-			/* relaxed: published by the [end-pid] release below. */
-			atomic_store_explicit(&se->busy, UP_BUSY_OUT, memory_order_relaxed);
-			atomic_store_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
-			/* [ends-gen] rel: the entry's words before its pid; the
-			 * generation bump below publishes it too; pairs with
-			 * [ends-gen] acq in up__peers_watch(). */
-			atomic_store_explicit(&se->pid, (int32_t)getpid(), memory_order_release);
-			/* [ends-gen] rel: the claimed entry before the new
-			 * generation; pairs with [ends-gen] acq in
-			 * up__sweep_orphans(). */
-			atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1,
-						  memory_order_release);
-			*idx = i;
-			return 0;
-		}
-	}
-	return -EMFILE;
-}
-
-static void end_slot_free(struct up_pipe *p, uint32_t idx)
-{
-	struct up_shm_end *se = &p->ends[idx];
-	/* relaxed: our own entry; nobody else writes it while it is ours. */
-	uint32_t cur = atomic_load_explicit(&se->state, memory_order_relaxed);
-
-	/* relaxed: published by the [end-state] release below. */
-	atomic_store_explicit(&se->pid, 0, memory_order_relaxed);
-	/* [end-state] rel: our last uses of the pipe before the entry is free;
-	 * pairs with [end-state] acq_rel in end_slot_claim(). */
-	atomic_store_explicit(&se->state, cur & ~UP_END_ROLE_MASK, memory_order_release);
-	/* [ends-gen] rel: the freed entry before the new generation; pairs
-	 * with [ends-gen] acq in up__sweep_orphans(). */
-	atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1, memory_order_release);
-}
-
 int up_open(struct up_pipe *p, int flags, struct up_end **out)
 {
 	struct up_end *e;
@@ -201,12 +143,12 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		goto err_free;
 	}
 	e->pid = getpid();
-	r = end_slot_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, &e->idx, &st);
+	r = up__end_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, e->pid, &e->idx, &st);
 	if (r == -EMFILE && up__peers_reap(e) > 0) {
 		/* Entries of processes that died without closing are reaped
 		 * by sleepers; a table full of them is reaped here. */
-		r = end_slot_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER,
-				   &e->idx, &st);
+		r = up__end_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, e->pid,
+				  &e->idx, &st);
 	}
 	if (r < 0)
 		goto err_waker;
@@ -259,7 +201,7 @@ int up_close(struct up_end *e)
 	/* The other side sleeps on its own line: the last writer wakes the
 	 * readers (end of stream), the last reader wakes the writers (EPIPE). */
 	up__wake_all(e, (e->flags & UP_RD) ? &p->ln->wr_wait : &p->ln->rd_wait);
-	end_slot_free(p, e->idx);
+	up__end_free(p, e->idx);
 
 	pthread_mutex_lock(&p->mu);
 	if (e->prev)

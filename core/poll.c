@@ -32,7 +32,7 @@ int up__ring_arm(struct up_end *e, bool locks, _Atomic uint32_t **word, uint32_t
 	 * the wait, as it does not wake a writer blocked on the lock either
 	 * (nor the kernel's, on pipe->mutex): the holder's commit does.
 	 * [wait] sc: the reader count as the handshake orders it; pairs with
-	 * [wait] sc in up_close(). */
+	 * [wait] sc in up__side_leave(). */
 	if (r > 0 && locks && (e->flags & UP_WR) &&
 	    !up__side_gone(atomic_load_explicit(&e->p->ln->state.readers, memory_order_seq_cst)))
 		return up__wlock_poll_arm(e, word, expect);

@@ -243,7 +243,7 @@ ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, si
 			return -EPROTO;
 		/* Load writers before looking at the ring: if they are gone
 		 * here, every publish happened before and the walk sees it.
-		 * [wait] sc: pairs with [wait] sc in up_close(). */
+		 * [wait] sc: pairs with [wait] sc in up__side_leave(). */
 		writers = atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst);
 		r = up__lock_take(rd, &p->ln->rlock.word, rd->flags & UP_NONBLOCK);
 		if (r < 0)

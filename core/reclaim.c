@@ -94,7 +94,7 @@ uint32_t up__sweep_orphans(struct up_end *e)
 	struct up_pipe *p = e->p;
 	uint32_t pages[UP_END_CACHE_MAX];
 	/* [ends-gen] acq: the table as of this generation; pairs with
-	 * [ends-gen] rel in end_slot_claim(). */
+	 * [ends-gen] rel in up__end_claim(). */
 	uint32_t gen = atomic_load_explicit(&p->ln->state.ends_gen, memory_order_acquire);
 	uint32_t n;
 

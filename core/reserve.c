@@ -144,7 +144,7 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 	if (up__unlikely(w->armed))
 		up__ring_disarm(w);
 	up__resv_cancel(w); /* a new reservation replaces the last one */
-	/* [wait] sc: the EPIPE edge; pairs with [wait] sc in up_close(). */
+	/* [wait] sc: the EPIPE edge; pairs with [wait] sc in up__side_leave(). */
 	if (len < ps && !up__is_broken(p) &&
 	    !up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst))) {
 		/* relaxed: a hint; a writer that joins or leaves meanwhile only
@@ -192,7 +192,7 @@ int up__ring_commit(struct up_end *w, size_t n)
 
 	if (n > w->resv_bytes)
 		return -EINVAL;
-	/* [wait] sc: the EPIPE edge; pairs with [wait] sc in up_close(). */
+	/* [wait] sc: the EPIPE edge; pairs with [wait] sc in up__side_leave(). */
 	if (n == 0 ||
 	    up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst))) {
 		up__resv_cancel(w);

@@ -177,7 +177,7 @@ static inline int up__write_check(struct up_pipe *p)
 	if (up__is_broken(p))
 		return -EPROTO;
 	/* [wait] sc: the reader count (the EPIPE edge); pairs with [wait] sc
-	 * in up_close(). */
+	 * in up__side_leave(). */
 	if (up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst)))
 		return -EPIPE;
 	return 0;

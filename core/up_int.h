@@ -216,7 +216,9 @@ uint32_t up__pool_free(struct up_pipe *p);
 int up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, uint64_t *syscalls);
 void up__pool_init(struct up_pipe *p);
 
-/* peer.c: dead-peer detection. */
+/* peer.c: the endpoint table and dead-peer detection. */
+int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t *idx, uint32_t *state);
+void up__end_free(struct up_pipe *p, uint32_t idx);
 int up__peers_reap(struct up_end *e);
 bool up__lock_owner_gone(struct up_end *e, uint32_t owner);
 /* @role: UP_END_READER, UP_END_WRITER, or UP_PEERS_ANY (every peer). */

@@ -41,7 +41,7 @@ int up__rd_ready(struct up_end *r)
 		if (up__pos_off(pos) < atomic_load_explicit(&s->len, memory_order_seq_cst))
 			return 1;
 	}
-	/* [wait] sc: re-check; pairs with [wait] sc in up_close(). */
+	/* [wait] sc: re-check; pairs with [wait] sc in up__side_leave(). */
 	if (up__side_gone(atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst)))
 		return 1;
 	return 0;
@@ -67,7 +67,7 @@ int up__wr_ready(struct up_end *w)
 	get = atomic_load_explicit(&p->ln->pget.get, memory_order_seq_cst);
 	if (put - get > p->g.spare_pages)
 		return 1;
-	/* [wait] sc: re-check; pairs with [wait] sc in up_close(). */
+	/* [wait] sc: re-check; pairs with [wait] sc in up__side_leave(). */
 	if (up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst)))
 		return 1;
 	return 0;

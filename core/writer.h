@@ -45,7 +45,7 @@ static inline bool up__short_enter(struct up_end *w, size_t len)
 	    w->resv_bytes != 0 || up__is_broken(p))
 		return false;
 	/* [wait] sc: the EPIPE edge, as in up__write_check(); pairs with [wait]
-	 * sc in up_close(). */
+	 * sc in up__side_leave(). */
 	if (up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst)))
 		return false;
 	return up__wlock_bias_enter(w);

@@ -164,6 +164,7 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		p->ends_list->prev = e;
 	p->ends_list = e;
 	pthread_mutex_unlock(&p->mu);
+	up__fork_track(e);
 	*out = e;
 	return 0;
 
@@ -195,13 +196,18 @@ int up_close(struct up_end *e)
 	if (!e)
 		return 0;
 	p = e->p;
-	end_release(e);
-	count = (e->flags & UP_RD) ? &p->ln->state.readers : &p->ln->state.writers;
-	up__side_leave(count);
-	/* The other side sleeps on its own line: the last writer wakes the
-	 * readers (end of stream), the last reader wakes the writers (EPIPE). */
-	up__wake_all(e, (e->flags & UP_RD) ? &p->ln->wr_wait : &p->ln->rd_wait);
-	up__end_free(p, e->idx);
+	up__fork_untrack(e);
+	/* A forked child's copy that got no entry of its own (fork.c) has
+	 * nothing in the segment to give back. */
+	if (e->flags & (UP_RD | UP_WR)) {
+		end_release(e);
+		count = (e->flags & UP_RD) ? &p->ln->state.readers : &p->ln->state.writers;
+		up__side_leave(count);
+		/* The other side sleeps on its own line: the last writer wakes
+		 * the readers (end of stream), the last reader the writers. */
+		up__wake_all(e, (e->flags & UP_RD) ? &p->ln->wr_wait : &p->ln->rd_wait);
+		up__end_free(p, e->idx);
+	}
 
 	pthread_mutex_lock(&p->mu);
 	if (e->prev)
@@ -374,7 +380,8 @@ int up_stats(const struct up_pipe *cp, struct up_stats *st)
 	counters_add(&sum, &p->closed);
 	for (e = p->ends_list; e; e = e->next) {
 		counters_add(&sum, &e->c);
-		backend = e->waker->ops->name;
+		if (e->waker->ops->name) /* NULL: lazy, not chosen yet */
+			backend = e->waker->ops->name;
 	}
 	pthread_mutex_unlock(&p->mu);
 	/* With no end open, say what a new one would get. */

@@ -170,6 +170,10 @@ struct up_end {
 	uint32_t sweep_gen;    /* ends_gen + 1 at the last orphan sweep */
 
 	struct up_end *next, *prev;
+	/* Every open end of this process (fork.c), and the entry claimed
+	 * for a forked child's copy while a fork is under way. */
+	struct up_end *proc_next, *proc_prev;
+	uint32_t fork_idx, fork_state;
 };
 
 /* shm.c: the segment; a pipe found inconsistent is marked broken for good. */
@@ -225,6 +229,10 @@ bool up__lock_owner_gone(struct up_end *e, uint32_t owner);
 #define UP_PEERS_ANY 0xffffffffu
 int up__peers_watch(struct up_end *e, uint32_t role);
 void up__peers_forget(struct up_end *e);
+
+/* fork.c: ends inherited across fork(2). */
+void up__fork_track(struct up_end *e);
+void up__fork_untrack(struct up_end *e);
 
 /* fence.c: asymmetric fences. Has process @self registered for
  * MEMBARRIER_CMD_GLOBAL_EXPEDITED (registering on first call)? Then a full

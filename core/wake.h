@@ -124,6 +124,14 @@ struct up__waker *up__waker_new(int sqpoll);
  * its futex opcodes are refused here (the caller then falls back). */
 struct up__waker *up__waker_uring_new(int sqpoll);
 
+/*
+ * A waker that becomes a real one (up__waker_new()) at its first use and
+ * stores that in *@slot: for a forked child's ends, which must not use the
+ * parent's rings and may never sleep (a child that execs at once). Its
+ * name is NULL until then. NULL on ENOMEM.
+ */
+struct up__waker *up__waker_lazy(struct up__waker **slot, int sqpoll);
+
 /* Name of the backend a new endpoint of this process would get. */
 const char *up__waker_probe_name(int sqpoll);
 

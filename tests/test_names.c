@@ -714,33 +714,40 @@ static void access_group_class(void)
 	up_pipe_release(p);
 }
 
-/* The owner class, and root's pass: a listener run by nobody with mode
- * 0444 refuses nobody (owner, no w) but serves root. */
+/*
+ * Run by nobody, a listener serves two names. Mode 0400: only root passes
+ * (for any other client no class has w; root is in the other class here).
+ * Mode 0422: nobody is refused, as the owner class has no w, though group
+ * and other have (nobody is in the listener's group too).
+ */
 static void access_owner_and_root(void)
 {
-	char name[128];
+	char root_only[128], not_owner[128];
 	int ready[2], done[2];
 	pid_t srv;
 
 	if (!need_root())
 		return;
-	mk_name(name, sizeof(name), true, "own");
+	mk_name(root_only, sizeof(root_only), true, "own");
+	mk_name(not_owner, sizeof(not_owner), true, "own");
 	CHECK_SYS(pipe2(ready, O_CLOEXEC));
 	CHECK_SYS(pipe2(done, O_CLOEXEC));
 	srv = harness_fork(30);
 	if (srv == 0) {
 		struct up_pipe *sp;
-		struct up_listener *sl;
+		struct up_listener *sl, *sl2;
 		char c;
 
 		close(ready[0]);
 		close(done[1]);
 		become_nobody((gid_t)-1);
 		sp = mk_pipe();
-		CHECK_OK(up_listen(sp, name, 0444, &sl));
+		CHECK_OK(up_listen(sp, root_only, 0400, &sl));
+		CHECK_OK(up_listen(sp, not_owner, 0422, &sl2));
 		harness_signal_ready(ready[1]);
 		CHECK_EQ(read(done[0], &c, 1), 0);
 		up_listener_close(sl);
+		up_listener_close(sl2);
 		up_pipe_release(sp);
 		_exit(0);
 	}
@@ -750,10 +757,13 @@ static void access_owner_and_root(void)
 	{
 		struct up_pipe *q = NULL;
 
-		CHECK_OK(up_connect(name, 2000, &q)); /* root: always */
+		CHECK_OK(up_connect(root_only, 2000, &q)); /* root: always */
+		up_pipe_release(q);
+		CHECK_OK(up_connect(not_owner, 2000, &q)); /* root: other, w */
 		up_pipe_release(q);
 	}
-	connect_as_nobody(name, (gid_t)-1, -EACCES);
+	connect_as_nobody(root_only, (gid_t)-1, -EACCES);
+	connect_as_nobody(not_owner, (gid_t)-1, -EACCES);
 	close(done[1]);
 	harness_reap_ok(srv, 30, "nobody listener");
 	close(ready[0]);
@@ -865,11 +875,12 @@ static void non_socket_kept(void)
 	up_pipe_release(p);
 }
 
-/* up_listener_close removes the name only if it is still its socket. */
+/* up_listener_close removes the name only if it is still its socket: not
+ * a file put in its place, nor another listener's socket. */
 static void close_keeps_replaced_name(void)
 {
-	struct up_pipe *p = mk_pipe();
-	struct up_listener *l;
+	struct up_pipe *p = mk_pipe(), *q = NULL;
+	struct up_listener *l, *l2;
 	char name[128];
 	struct stat st;
 	int fd;
@@ -884,6 +895,17 @@ static void close_keeps_replaced_name(void)
 	CHECK_SYS(lstat(name, &st));
 	CHECK(S_ISREG(st.st_mode));
 	CHECK_SYS(unlink(name));
+
+	CHECK_OK(up_listen(p, name, 0, &l));
+	CHECK_SYS(unlink(name));
+	CHECK_OK(up_listen(p, name, 0, &l2)); /* a second listener, same name */
+	up_listener_close(l);
+	CHECK_SYS(lstat(name, &st));
+	CHECK(S_ISSOCK(st.st_mode));
+	CHECK_OK(up_connect(name, 0, &q)); /* the second one's */
+	up_pipe_release(q);
+	up_listener_close(l2);
+	CHECK(!path_exists(name));
 	up_pipe_release(p);
 }
 
@@ -1389,6 +1411,9 @@ static void thread_blocks_signals(void)
 	wait_listener_threads(0);
 	CHECK_OK(up_listen(p, name, 0, &l));
 	CHECK_EQ(listener_threads(tid, sizeof(tid)), 1);
+	/* A new thread runs with every signal blocked until glibc gives it
+	 * its creator's mask: look once it waits in poll(). */
+	wait_asleep((pid_t)atoi(tid));
 	m = sigblk_of(tid);
 	for (int sig = 1; sig < 32; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)

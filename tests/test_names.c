@@ -11,9 +11,10 @@
  * the cases that receive nothing check that no memfd arrived.
  *
  * Ordering is by pipes, waitpid and /proc thread states, never by sleeps:
- * the one nap here (start_order) only lets a connector that is already
- * seen asleep in its retry loop reach its longest backoff, so that the
- * measured latency covers the worst case.
+ * the two naps here (start_order, late_listener_main) only let a connector
+ * that is already seen asleep in its retry loop go round it a few times,
+ * up to its longest backoff, so that the measured wait and latency cover
+ * the worst case.
  *
  * Start-up order of the ends: today a reader opened before any writer sees
  * end of stream and a writer with no reader gets -EPIPE, so the side that

@@ -327,6 +327,121 @@ UP_API int up_buf_alloc(size_t size, int node, void **out);
  */
 UP_API void up_buf_free(void *buf, size_t size);
 
+/*
+ * Since 0.2: pipes by name. Two unrelated processes meet at a name, as at a
+ * FIFO: one listens with a pipe, the other connects and gets the pipe.
+ *
+ * A name is a filesystem path ("/run/app/events"; relative paths are
+ * resolved against the working directory at the call) or "@name" for the
+ * Linux abstract socket namespace. It fits a sockaddr_un: a path of at most
+ * 107 bytes, an abstract name of 1 to 107 bytes after the '@'.
+ * The listener is an AF_UNIX stream socket that hands the pipe's memfd to
+ * each client it accepts (SCM_RIGHTS, one reply with a small header), then
+ * closes the connection; it reads nothing from clients and never waits for
+ * one: a client it cannot answer at once is dropped.
+ * Access is that of a FIFO of the given mode, checked on every client from
+ * its credentials (SO_PEERCRED, SO_PEERGROUPS) and, for a path, by the
+ * kernel from the socket file's mode too: root always passes; otherwise the
+ * owner class (the client's uid is the listener's euid), the group class
+ * (the listener's egid is the client's gid or one of its groups) or the
+ * other class decides, and connecting needs that class's write bit.
+ */
+struct up_listener; /* a name being served; see up_listener_close() */
+
+/* up_listen2() flags */
+/* No thread: the caller serves connects itself (up_listener_fd(),
+ * up_listener_serve()). */
+#define UP_LISTEN_NOTHREAD 0x1u
+#define UP_LISTEN_ALL      (UP_LISTEN_NOTHREAD)
+
+/*
+ * up_listen - serve pipe @p at @name until up_listener_close(), from a
+ * thread of the library's (made with every signal blocked) that answers
+ * connects concurrently with the caller's I/O. The memfd is duplicated:
+ * @p may be released meanwhile. @mode: the permission bits (0 = 0600);
+ * a path's socket file gets exactly those, never more, not even briefly
+ * (bound under a temporary name in the same directory, chmod'ed, then
+ * renamed onto @name). A socket left at the path by a listener that died
+ * (nobody accepts on it) is replaced; a live listener or any other file is
+ * left alone.
+ * Returns 0 and *out; -EINVAL (NULL @p/@out, NULL or empty name, "@" alone,
+ * a path ending in '/', mode bits outside 0777); -ENAMETOOLONG (the name
+ * does not fit); -EADDRINUSE (a listener is live at @name); -EEXIST (a file
+ * at the path that is not a socket); -ENOENT/-ENOTDIR/-EACCES (the path's
+ * directory); -EMFILE, -ENOMEM, -EAGAIN (no thread), or another -errno of
+ * socket/bind/rename.
+ * Any thread; enters the kernel, never waits for a peer. Needs 3 fds (4
+ * for a path), and a thread.
+ */
+UP_API int up_listen(struct up_pipe *p, const char *name, unsigned int mode,
+		     struct up_listener **out);
+
+/*
+ * up_listen2 - up_listen() with @flags: UP_LISTEN_NOTHREAD makes no thread
+ * (and no eventfd); connects then wait until the caller serves them with
+ * up_listener_serve(), typically when up_listener_fd() polls readable.
+ * Unknown flag bits: -EINVAL. Otherwise as up_listen().
+ */
+UP_API int up_listen2(struct up_pipe *p, const char *name, unsigned int mode,
+		      unsigned int flags, struct up_listener **out);
+
+/*
+ * up_listener_fd - the listening socket, for epoll/poll: POLLIN means
+ * connects are pending (serve them with up_listener_serve()). Owned by @l:
+ * do not read, accept on or close it. Returns the fd or -EINVAL.
+ * Any thread; never blocks.
+ */
+UP_API int up_listener_fd(const struct up_listener *l);
+
+/*
+ * up_listener_serve - answer every connect pending on @l, without blocking:
+ * each client is given the pipe, or refused (it then gets -EACCES), or
+ * dropped if the reply cannot be sent at once.
+ * Returns how many were answered (0 when none was pending), or, when none
+ * was, the -errno that stopped accept(2) (-EMFILE, -ENFILE, -ENOBUFS,
+ * -ENOMEM: the connects stay queued, try again later); -EINVAL for NULL.
+ * Any thread, also alongside the listener's own thread; enters the kernel,
+ * never blocks.
+ */
+UP_API int up_listener_serve(struct up_listener *l);
+
+/*
+ * up_listener_close - stop serving: stop and join the thread, remove the
+ * path if it is still the socket this listener bound (an abstract name
+ * vanishes with the socket), close every fd, free @l. Clients already
+ * queued and not yet answered see their connect fail (-ECONNRESET).
+ * Pipes handed out are not affected. NULL is accepted. In a child forked
+ * from the listening process, only the child's copies are closed: the
+ * parent's thread and name are left alone.
+ * Exclusive on @l (no other call on it may run at the same time or after);
+ * enters the kernel, waits for the thread to finish its round (it never
+ * blocks on a client).
+ */
+UP_API void up_listener_close(struct up_listener *l);
+
+/*
+ * up_connect - connect to the listener at @name and map its pipe.
+ * Waits up to @timeout_ms for the name to appear (-1: forever; 0: a single
+ * try): while nothing listens there (no such path, an abstract name not
+ * bound, a stale socket, a full backlog), connect is retried every 0.1 ms,
+ * doubling to 5 ms, until the deadline (CLOCK_MONOTONIC) has passed; one
+ * last try is made at the deadline. Once connected, the reply is awaited
+ * for at most 5 s, and never past the deadline when @timeout_ms > 0.
+ * Extra received fds are closed; so is every fd on any error.
+ * Returns 0 and *out (as up_pipe_attach() gives it; open ends on it);
+ * -ETIMEDOUT (nothing listened within @timeout_ms > 0, or no reply in
+ * time); -ENOENT (@timeout_ms 0 and nobody listens); -EAGAIN (@timeout_ms
+ * 0 and the backlog is full); -EACCES (refused: the mode does not let this
+ * process in); -ECONNRESET (the listener closed or dropped the connection
+ * without a reply); -EPROTO (a reply that is not uringpipe's: wrong magic
+ * or version, short, no fd or more than one, an fd that is not a sealed
+ * memfd, or a segment up_pipe_attach() refuses); -EINVAL (NULL @out, NULL
+ * or empty name, @timeout_ms < -1); -ENAMETOOLONG; -EMFILE, -ENOMEM, or
+ * another -errno of socket/connect (-ENOTDIR, -ELOOP...).
+ * Any thread; blocks up to the timeout; enters the kernel.
+ */
+UP_API int up_connect(const char *name, int timeout_ms, struct up_pipe **out);
+
 #ifdef __cplusplus
 }
 #endif

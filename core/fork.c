@@ -163,6 +163,7 @@ static void child_adopt(struct up_end *e, uint32_t idx, uint32_t state, pid_t se
 	e->claim = false;
 	e->tail_cache = 0;
 	e->sweep_gen = 0;
+	atomic_store_explicit(&e->sleep_on, 0, memory_order_relaxed); /* relaxed: not shared yet */
 	up__peers_forget(e);
 	e->peers_gen = 0;
 	memset(&e->c, 0, sizeof(e->c));
@@ -222,6 +223,20 @@ void up__fork_track(struct up_end *e)
 		procs->proc_prev = e;
 	procs = e;
 	pthread_mutex_unlock(&procs_mu);
+}
+
+int up__ends_with(struct up_end *e, void (*fn)(struct up_end *))
+{
+	struct up_end *f;
+
+	pthread_once(&procs_once, procs_install);
+	pthread_mutex_lock(&procs_mu);
+	for (f = procs; f && f != e; f = f->proc_next)
+		;
+	if (f)
+		fn(e);
+	pthread_mutex_unlock(&procs_mu);
+	return f ? 0 : -EBADF;
 }
 
 void up__fork_untrack(struct up_end *e)

@@ -79,11 +79,16 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 							   memory_order_relaxed,
 							   memory_order_relaxed))
 			continue;
-		uint64_t sc = 0;
+		uint64_t sc = 0, slice = UP_WAIT_SLICE_NS;
+		int r = up__sleep_begin(e, lk, false, &slice);
+
+		if (r < 0)
+			return r;
 		up__count(&e->c.waits, 1);
-		if (e->waker->ops->wait(e->waker, lk, cur | UP_LOCK_WAITERS, UP_WAIT_SLICE_NS,
-					NULL, 0, &sc) == -ETIMEDOUT)
+		if (e->waker->ops->wait(e->waker, lk, cur | UP_LOCK_WAITERS, slice, NULL, 0, &sc) ==
+		    -ETIMEDOUT)
 			up__count(&e->c.timeouts, 1);
+		up__sleep_end(e);
 		up__count(&e->c.syscalls, sc);
 		/*
 		 * Woken or timed out: look once more, then sleep again. The

@@ -24,7 +24,8 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock);
 void up__lock_wake(struct up_end *e, _Atomic uint32_t *lk);
 bool up__backoff(struct up_end *e, unsigned int i, bool nonblock);
 
-/* Take @lk: 0, -EAGAIN (@nonblock and held), or -EPROTO. */
+/* Take @lk: 0, -EAGAIN (@nonblock and held), -EPROTO, or -ETIMEDOUT or
+ * -ECANCELED (the end's timeout, up_wakeup(): cancel.c). */
 static inline int up__lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 {
 	uint32_t cur = 0;

@@ -86,6 +86,7 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 
 	if (*iovcnt <= 0)
 		return -EINVAL;
+	rd->deadline_ns = 0;
 	if (up__unlikely(rd->armed))
 		up__ring_disarm(rd);
 	/* Only on a fresh peek: one that re-peeks under the held lock must not
@@ -162,6 +163,7 @@ int up__ring_consume(struct up_end *rd, size_t n)
 	ssize_t avail;
 	int r;
 
+	rd->deadline_ns = 0;
 	if (!rd->peek_locked) {
 		r = up__lock_take(rd, &p->ln->rlock.word, rd->flags & UP_NONBLOCK);
 		if (r < 0)

@@ -132,6 +132,7 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 	e->p = p;
 	e->flags = flags;
 	e->spin_ns = UP_SPIN_INIT_NS;
+	e->timeout_ns = UP_NO_TIMEOUT;
 	e->take_batch = (p->g.page_count - p->g.spare_pages) / 16;
 	if (e->take_batch > 16)
 		e->take_batch = 16;
@@ -428,6 +429,21 @@ int up_poll_arm(struct up_end *e)
 	return up__ring_poll_arm(e);
 }
 
+int up_set_timeout(struct up_end *e, int timeout_ms)
+{
+	if (!e || timeout_ms < -1)
+		return -EINVAL;
+	e->timeout_ns = timeout_ms < 0 ? UP_NO_TIMEOUT : (uint64_t)timeout_ms * 1000000u;
+	return 0;
+}
+
+int up_wakeup(struct up_end *e)
+{
+	if (!e)
+		return -EINVAL;
+	return up__ends_with(e, up__kick);
+}
+
 struct up_pipe *up_end_pipe(const struct up_end *e)
 {
 	return e ? e->p : NULL;
@@ -462,6 +478,10 @@ const char *up_strerror(int err)
 		return "out of memory";
 	case -EMFILE:
 		return "too many endpoints or file descriptors";
+	case -ETIMEDOUT:
+		return "timed out (up_set_timeout)";
+	case -ECANCELED:
+		return "woken by up_wakeup";
 	default:
 		return err < 0 ? strerror(-err) : "not an error code";
 	}

@@ -230,6 +230,7 @@ ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, si
 
 	if (len == 0)
 		return 0;
+	rd->deadline_ns = 0; /* a new call: its timeout runs from its first sleep */
 	if (up__unlikely(rd->armed))
 		up__ring_disarm(rd);
 	up__peek_unlock(rd);

@@ -47,7 +47,7 @@ void up__pool_trim(struct up_end *rd)
 	uint32_t pages[UP_END_CACHE_MAX];
 	uint32_t free_pages;
 	uint64_t now, sc = 0;
-	int n, r;
+	int n, r, ret;
 
 	if (p->g.keep_pages >= p->g.page_count)
 		return;
@@ -72,7 +72,12 @@ void up__pool_trim(struct up_end *rd)
 		if (n <= 0)
 			break;
 		r = up__pages_punch(p, pages, (uint32_t)n, &sc);
-		if (up__pages_return(rd, pages, (uint32_t)n, false) < 0)
+		/* The pages are out of the pool: a timeout or up_wakeup() must
+		 * not leave them there. */
+		rd->no_cancel = true;
+		ret = up__pages_return(rd, pages, (uint32_t)n, false);
+		rd->no_cancel = false;
+		if (ret < 0)
 			break; /* broken: the pages stay out; nothing more to do */
 		if (r < 0)
 			break; /* e.g. a file system without hole punching */

@@ -141,6 +141,7 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 	    up__short_enter(w, len))
 		return resv_merge_give(w, len, iov, iovcnt, w->last_head, w->last_pg,
 				       w->last_len);
+	w->deadline_ns = 0; /* a new call: its timeout runs from its first sleep */
 	if (up__unlikely(w->armed))
 		up__ring_disarm(w);
 	up__resv_cancel(w); /* a new reservation replaces the last one */
@@ -192,6 +193,7 @@ int up__ring_commit(struct up_end *w, size_t n)
 
 	if (n > w->resv_bytes)
 		return -EINVAL;
+	w->deadline_ns = 0;
 	/* [wait] sc: the EPIPE edge; pairs with [wait] sc in up__side_leave(). */
 	if (n == 0 ||
 	    up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst))) {
@@ -208,9 +210,10 @@ int up__ring_commit(struct up_end *w, size_t n)
 	}
 	r = up__publish(w, w->cache, lens, k);
 	/* -EAGAIN: a non-blocking end found the writers' lock held (another
-	 * writer's small reservation, say). The reservation stays, so the
-	 * caller can commit again; any other error ends it. */
-	if (r == -EAGAIN)
+	 * writer's small reservation, say); -ETIMEDOUT, -ECANCELED: waiting
+	 * for it was cut short. The reservation stays, so the caller can
+	 * commit again and nothing written is lost; any other error ends it. */
+	if (r == -EAGAIN || r == -ETIMEDOUT || r == -ECANCELED)
 		return r;
 	w->resv_pages = 0;
 	w->resv_bytes = 0;

@@ -170,6 +170,13 @@ struct up_end {
 	uint32_t sweep_gen;    /* ends_gen + 1 at the last orphan sweep */
 
 	struct up_end *next, *prev;
+	/* up_set_timeout() (UP_NO_TIMEOUT: none), the current call's deadline
+	 * (0: not yet sleeping), up_wakeup()'s kick and where this end sleeps
+	 * (cancel.c); no_cancel while it must finish what it started. */
+	uint64_t timeout_ns, deadline_ns;
+	_Atomic uint32_t kick;
+	_Atomic uintptr_t sleep_on;
+	bool no_cancel;
 	/* Every open end of this process (fork.c), and the entry claimed
 	 * for a forked child's copy while a fork is under way. */
 	struct up_end *proc_next, *proc_prev;
@@ -230,9 +237,18 @@ bool up__lock_owner_gone(struct up_end *e, uint32_t owner);
 int up__peers_watch(struct up_end *e, uint32_t role);
 void up__peers_forget(struct up_end *e);
 
-/* fork.c: ends inherited across fork(2). */
+/* fork.c: ends inherited across fork(2); the process's list of open ends. */
 void up__fork_track(struct up_end *e);
 void up__fork_untrack(struct up_end *e);
+/* Run @fn(@e) if @e is an open end of this process, holding the list's
+ * lock (so @e stays open meanwhile): 0, or -EBADF. */
+int up__ends_with(struct up_end *e, void (*fn)(struct up_end *));
+
+/* cancel.c: timeouts and up_wakeup(). */
+#define UP_NO_TIMEOUT UINT64_MAX
+int up__sleep_begin(struct up_end *e, _Atomic uint32_t *word, bool seq, uint64_t *slice_ns);
+void up__sleep_end(struct up_end *e);
+void up__kick(struct up_end *e);
 
 /* fence.c: asymmetric fences. Has process @self registered for
  * MEMBARRIER_CMD_GLOBAL_EXPEDITED (registering on first call)? Then a full

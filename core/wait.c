@@ -149,8 +149,8 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		e->spin_ns -= e->spin_ns / 8;
 
 	for (;;) {
+		uint64_t sc = 0, slice = UP_WAIT_SLICE_NS;
 		uint32_t s;
-		uint64_t sc = 0;
 
 		/* [wait] sc: seq before announcing; pairs with [wait] sc in
 		 * up__wake_line_slow(), whose bump makes a wait on this value
@@ -169,10 +169,13 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		atomic_fetch_add_explicit(&wl->nwait, 1, memory_order_seq_cst);
 		up__announce_mark(e, up__line_id(e, wl));
 		r = ready(e);
+		if (r == 0)
+			r = up__sleep_begin(e, &wl->seq, true, &slice);
 		if (r == 0) {
 			up__count(&e->c.waits, 1);
-			r = e->waker->ops->wait(e->waker, &wl->seq, s, UP_WAIT_SLICE_NS,
-						e->peer_pidfds, e->npeer, &sc);
+			r = e->waker->ops->wait(e->waker, &wl->seq, s, slice, e->peer_pidfds, e->npeer,
+						&sc);
+			up__sleep_end(e);
 			up__count(&e->c.syscalls, sc);
 			if (r == -ETIMEDOUT)
 				up__count(&e->c.timeouts, 1);

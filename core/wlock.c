@@ -47,7 +47,7 @@ void up__busy_wake(struct up_end *w)
 }
 
 /* Holding the word: take back the bias @b. 0, or -EAGAIN (non-blocking,
- * the owner is inside), or -EPROTO. */
+ * the owner is inside), -ETIMEDOUT or -ECANCELED (cancel.c), or -EPROTO. */
 static int bias_revoke(struct up_end *w, uint32_t b)
 {
 	struct up_pipe *p = w->p;
@@ -57,9 +57,10 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 	_Atomic uint32_t *fenced_by = &p->ln->wlock.fenced;
 	_Atomic uint64_t *marked = &p->ln->wlock.marked_ns;
 	const bool nonblock = w->flags & UP_NONBLOCK;
-	uint64_t sc = 0, t_mark, now = up__now_ns();
+	uint64_t sc = 0, slice, t_mark, now = up__now_ns();
 	uint32_t i;
 	bool fenced;
+	int r;
 
 	/* Garbage, or this end's own bias left from before (a bias is never
 	 * entered twice by one end without the word): nobody to wait for. */
@@ -122,8 +123,13 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 		/* Sleep while busy keeps the value just seen: the owner wakes
 		 * us when it leaves and finds the mark, or acknowledges it. */
 		sc = 0;
+		slice = UP_BIAS_SLICE_NS;
+		r = up__sleep_begin(w, busy, false, &slice);
+		if (r < 0)
+			return r; /* the mark stays, as for a non-blocking taker */
 		up__count(&w->c.waits, 1);
-		w->waker->ops->wait(w->waker, busy, st, UP_BIAS_SLICE_NS, NULL, 0, &sc);
+		w->waker->ops->wait(w->waker, busy, st, slice, NULL, 0, &sc);
+		up__sleep_end(w);
 		up__count(&w->c.syscalls, sc);
 		i = UP_BACKOFF_SLEPT;
 	}

@@ -297,6 +297,7 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 
 	if (len == 0)
 		return 0;
+	w->deadline_ns = 0; /* a new call: its timeout runs from its first sleep */
 	if (up__unlikely(w->armed))
 		up__ring_disarm(w);
 	up__resv_cancel(w); /* a write ends a reservation, as a commit of 0 */

@@ -442,6 +442,28 @@ UP_API void up_listener_close(struct up_listener *l);
  */
 UP_API int up_connect(const char *name, int timeout_ms, struct up_pipe **out);
 
+/*
+ * Since 0.2: timeouts and wakeup, as SO_RCVTIMEO/SO_SNDTIMEO and a
+ * shutdown signal for a worker.
+ *
+ * up_set_timeout - blocking calls on @e (read, write, reserve, commit,
+ * peek, consume) give up with -ETIMEDOUT once they have waited
+ * @timeout_ms (-1: no timeout, the default; 0: at the first wait). The
+ * time runs from the call's first sleep; a call that moved data first
+ * returns the bytes it moved, as with pipe(7). A commit that times out
+ * keeps its reservation: commit again. Returns 0, or -EINVAL (NULL @e,
+ * @timeout_ms < -1). Exclusive on end; never blocks, no system call.
+ *
+ * up_wakeup - make a call blocked on @e return -ECANCELED at once, or, if
+ * none is blocked, the next call on @e that would block (one wakeup, one
+ * -ECANCELED). Non-blocking calls never consume it. A call waiting for
+ * another end's lock (a peer holding a reservation open) returns within
+ * 50 ms. Returns 0, or -EBADF (@e is not an open end of this process),
+ * -EINVAL (NULL). Any thread; enters the kernel once when @e sleeps.
+ */
+UP_API int up_set_timeout(struct up_end *e, int timeout_ms);
+UP_API int up_wakeup(struct up_end *e);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,10 @@
 #define UP_CORE_NAME_H
 
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#define SUN_PATH_MAX sizeof(((struct sockaddr_un *)0)->sun_path)
 
 #define UP_NAME_MAGIC   0x4d4e5055u /* "UPNM" in memory on little-endian */
 #define UP_NAME_VERSION 1u
@@ -34,5 +38,11 @@ struct up__name_hdr {
 };
 
 _Static_assert(sizeof(struct up__name_hdr) == 16, "the reply is 16 bytes");
+
+/* name.c: @name ("/path" or "@abstract") as a socket address: 0, -EINVAL,
+ * -ENAMETOOLONG. */
+int up__name_addr(const char *name, struct sockaddr_un *sa, socklen_t *len);
+/* A non-blocking, close-on-exec AF_UNIX stream socket, or -errno. */
+int up__name_socket(void);
 
 #endif /* UP_CORE_NAME_H */

@@ -389,7 +389,9 @@ static HARNESS_UNUSED void harness_reap_ok(pid_t pid, double timeout_s, const ch
 /*
  * fork() for a test's child process: stdio is flushed first (or the child
  * would print the parent's buffered output again), and the child arms a
- * watchdog of its own (@watchdog_s), alarm() not being inherited.
+ * watchdog of its own (@watchdog_s), alarm() not being inherited. The child
+ * holds a copy of every end open in this process at the fork: it closes
+ * those it does not use (harness_close_inherited()).
  */
 static HARNESS_UNUSED pid_t harness_fork(unsigned watchdog_s)
 {

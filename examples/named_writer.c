@@ -34,7 +34,7 @@ static int fail(const char *what, int err)
 int main(int argc, char **argv)
 {
 	struct up_pipe *p;
-	struct up_end *w, *anchor;
+	struct up_end *w;
 	struct up_listener *l;
 	struct pollfd pf;
 	long lines = argc > 2 ? strtol(argv[2], NULL, 10) : 1000, i;
@@ -46,12 +46,11 @@ int main(int argc, char **argv)
 	}
 	if ((r = up_pipe_create(NULL, &p)) < 0)
 		return fail("up_pipe_create", r);
-	/* Our writer exists before any reader can connect, so a reader never
-	 * sees end of stream before the data. The anchor reader keeps our
-	 * writes from failing with -EPIPE between the reader's connect and
-	 * its up_open (TODO: not needed once a writer opened before any
-	 * reader keeps its data). */
-	if ((r = up_open(p, UP_WR, &w)) < 0 || (r = up_open(p, UP_RD, &anchor)) < 0)
+	/* The ends may open in any order, as a FIFO's: a reader that opens
+	 * before our writer waits for it, and what we write before the
+	 * reader's up_open is kept for it (up to the capacity, then up_write
+	 * waits), never -EPIPE. */
+	if ((r = up_open(p, UP_WR, &w)) < 0)
 		return fail("up_open", r);
 	if ((r = up_listen2(p, argv[1], 0600, UP_LISTEN_NOTHREAD, &l)) < 0)
 		return fail(argv[1], r);
@@ -77,7 +76,6 @@ int main(int argc, char **argv)
 		if (k < 0)
 			return fail("up_write", (int)k);
 	}
-	up_close(w);      /* end of stream, once the reader has read it all */
-	up_close(anchor); /* what is unread stays in the pipe for the reader */
+	up_close(w); /* end of stream, once the reader has read what is left */
 	return 0;
 }

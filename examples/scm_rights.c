@@ -6,7 +6,12 @@
  * To stay one self-contained test, the program forks and execs itself with
  * the argument "child <socket fd>"; the child is then a fresh program image
  * that shares nothing with the parent but the socket. (The memfd is
- * close-on-exec, so it cannot simply be inherited across exec.)
+ * close-on-exec, so it cannot simply be inherited across exec.) The ends
+ * are inherited by fork() as pipe(2) fds are, but an exec'd program cannot
+ * use them and would keep them counted until it exits, so the child
+ * closes its copy of the writer before exec, as it would a pipe fd without
+ * O_CLOEXEC: kept, it would hold the stream open and the reader would
+ * never see end of stream.
  * The parent streams 8 MiB; the child checks every byte and exits 0.
  */
 #include <stdio.h>
@@ -72,7 +77,7 @@ static int child_main(int sock)
 		fprintf(stderr, "child: attach/open: %s\n", up_strerror(e));
 		return 1;
 	}
-	if (write(sock, "R", 1) != 1) /* our reader exists: the parent may write */
+	if (write(sock, "R", 1) != 1) /* we are up: the parent may write */
 		return 1;
 	while ((n = up_read(r, buf, sizeof(buf))) > 0)
 		for (i = 0; i < (size_t)n; i++, off++)
@@ -95,18 +100,22 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && strcmp(argv[1], "child") == 0)
 		return child_main(atoi(argv[2]));
-	/* The writer opens before the reader exists, so the child never sees EOF. */
+	/* The writer may open before the reader exists, as with a FIFO: the
+	 * child's reader waits for it, and its data is kept for the reader. */
 	if (up_pipe_create(NULL, &p) < 0 || up_open(p, UP_WR, &w) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0) /* no CLOEXEC: sv[1] crosses exec */
 		return 1;
 	pid = fork();
 	if (pid == 0) {
+		up_close(w); /* before exec: the new program could not close it */
 		close(sv[0]);
 		snprintf(arg, sizeof(arg), "%d", sv[1]);
 		execl("/proc/self/exe", argv[0], "child", arg, (char *)NULL);
 		_exit(127);
 	}
 	close(sv[1]);
+	/* Wait for the child's "R": had it failed before opening its reader,
+	 * our writes would wait for a reader for ever, as a FIFO's would. */
 	if (pid < 0 || send_fd(sv[0], up_pipe_fd(p)) < 0 || read(sv[0], &c, 1) != 1)
 		return 1;
 	while (off < TOTAL) {

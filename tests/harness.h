@@ -389,7 +389,9 @@ static HARNESS_UNUSED void harness_reap_ok(pid_t pid, double timeout_s, const ch
 /*
  * fork() for a test's child process: stdio is flushed first (or the child
  * would print the parent's buffered output again), and the child arms a
- * watchdog of its own (@watchdog_s), alarm() not being inherited.
+ * watchdog of its own (@watchdog_s), alarm() not being inherited. The child
+ * holds a copy of every end open in this process at the fork: it closes
+ * those it does not use (harness_close_inherited()).
  */
 static HARNESS_UNUSED pid_t harness_fork(unsigned watchdog_s)
 {
@@ -404,8 +406,30 @@ static HARNESS_UNUSED pid_t harness_fork(unsigned watchdog_s)
 	return pid;
 }
 
+/*
+ * In a forked child, right after fork(): close the child's copies of the
+ * ends it inherited and does not use, as a careful pipe(2) user closes the
+ * fds it does not need. Each copy is an end of the child's own, counted in
+ * the pipe's reader or writer count from the fork until it is closed or the
+ * child dies: a copy of a writer left open keeps a reader from ever seeing
+ * end of stream, one of a reader keeps -EPIPE away, and an exec() keeps
+ * them counted until the exec'd program exits, so a child that execs
+ * closes them before exec. Closing them never touches the parent's ends.
+ * NULL entries are skipped; each closed entry is set to NULL.
+ */
+static HARNESS_UNUSED void harness_close_inherited(struct up_end **ends, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (ends[i] == NULL)
+			continue;
+		CHECK_OK(up_close(ends[i]));
+		ends[i] = NULL;
+	}
+}
+
 /* In a forked child: map the inherited memfd afresh, as a real peer process
- * would, instead of using the parent's handles. */
+ * would, instead of using the parent's handles (close the inherited ends
+ * too: harness_close_inherited()). */
 static HARNESS_UNUSED struct up_pipe *harness_attach(struct up_pipe *inherited)
 {
 	struct up_pipe *q = NULL;

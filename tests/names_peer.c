@@ -5,7 +5,8 @@
  *
  *   names_peer NAME rd|wr|conn BYTES SEED REPORT_FD TIMEOUT_MS
  *
- * Connects to NAME with up_connect(NAME, TIMEOUT_MS); then
+ * Connects to NAME with up_connect(NAME, TIMEOUT_MS); then, whether or not
+ * the test's end is open yet (the ends open in any order, as a FIFO's),
  *   rd:   opens a reader and reads BYTES of the harness pattern SEED, then
  *         expects end of stream;
  *   wr:   opens a writer, writes BYTES of the pattern, closes;

@@ -5,7 +5,9 @@
  *
  * It writes fixed-size records: 'S' just before up_connect() (t = when it
  * started connecting), 'C' once up_connect() returned (res = its result,
- * t = when), 'O' once its end is open (the test may then move data).
+ * t = when), 'O' once its end is open (t = when: the test checks the start
+ * order with it; it never waits for it before moving data, as the ends may
+ * open in any order).
  * Times are CLOCK_MONOTONIC in ns, which all processes share.
  */
 #ifndef UP_TESTS_NAMES_PEER_H

@@ -15,17 +15,21 @@
  *
  * Each side runs where its mode says (enum stream_at): on the calling
  * thread, on a thread of its own, or in a forked child that maps the memfd
- * afresh with up_pipe_attach() and never touches the parent's handles, as a
- * real peer process would.
+ * afresh with up_pipe_attach(), as a real peer process would. Such a child
+ * first closes its copies of the ends this process had open at the fork
+ * (they are ends of the child's own, as pipe(2) fds are: a copy of a writer
+ * left open would keep the reader from ever seeing end of stream), so it
+ * uses nothing of the parent's but the memfd.
  *
- * Start-up ordering is explicit, never a sleep: a reader that starts before
- * any writer exists sees end of stream, a writer before any reader -EPIPE,
- * both as pipe(7) says. So the ends of the sides in this process are opened
- * before any fork; a child writer's role is held by an anchor end here
- * until every child has opened its own (a reader would find no writer); so
- * is a child reader's when the writer is a child too (that one writes as
- * soon as its end is open); and the sides in this process start only once
- * every child has said "ready" through a kernel pipe.
+ * Start-up ordering is explicit, never a sleep. The ends of the sides in
+ * this process are opened before any fork; a child writer's role is held by
+ * an anchor end here until every child has opened its own; so is a child
+ * reader's when the writer is a child too; and the sides in this process
+ * start only once every child has said "ready" through a kernel pipe. The
+ * lifecycle (a reader before any writer waits, a writer before any reader
+ * keeps its data) would cope with any order: the anchors keep every end
+ * counted before data moves, so these tests are about the stream; the start
+ * orders are test_lifecycle's, test_fork's and test_names'.
  */
 #ifndef UP_TESTS_STREAM_HARNESS_H
 #define UP_TESTS_STREAM_HARNESS_H
@@ -165,14 +169,18 @@ static HARNESS_UNUSED void *stream_reader_thread(void *arg)
 	return NULL;
 }
 
-/* A child process's side: its own mapping, its own end, then "ready". */
+/* A child process's side: the inherited ends closed (@inh, @ninh), its own
+ * mapping, its own end, then "ready". */
 static HARNESS_UNUSED HARNESS_NORETURN void stream_child(const struct stream_mode *m,
 							  struct up_pipe *inherited,
+							  struct up_end **inh, int ninh,
 							  bool writer, int ready_fd)
 {
-	struct up_pipe *q = harness_attach(inherited);
+	struct up_pipe *q;
 	struct stream_side s;
 
+	harness_close_inherited(inh, ninh);
+	q = harness_attach(inherited);
 	stream_side_init(&s, m, writer);
 	s.e = stream_open(q, writer ? UP_WR : UP_RD);
 	harness_signal_ready(ready_fd);
@@ -190,7 +198,7 @@ static HARNESS_UNUSED HARNESS_NORETURN void stream_child(const struct stream_mod
 static HARNESS_UNUSED void stream_run(const struct stream_mode *m)
 {
 	struct stream_side w, r;
-	struct up_end *anchor_w = NULL, *anchor_r = NULL;
+	struct up_end *anchor_w = NULL, *anchor_r = NULL, *inh[4];
 	struct up_config cfg;
 	struct up_pipe *p = NULL;
 	pthread_t tw, tr;
@@ -216,13 +224,19 @@ static HARNESS_UNUSED void stream_run(const struct stream_mode *m)
 	else
 		anchor_w = stream_open(p, UP_WR);
 
+	/* Every end of this process, open at each fork below. */
+	inh[0] = r.e;
+	inh[1] = w.e;
+	inh[2] = anchor_r;
+	inh[3] = anchor_w;
+
 	children = (m->reader_at == STREAM_CHILD) + (m->writer_at == STREAM_CHILD);
 	if (children)
 		CHECK_SYS(pipe(rdy));
 	if (m->reader_at == STREAM_CHILD && (pr = harness_fork(60)) == 0)
-		stream_child(m, p, false, rdy[1]);
+		stream_child(m, p, inh, 4, false, rdy[1]);
 	if (m->writer_at == STREAM_CHILD && (pw = harness_fork(60)) == 0)
-		stream_child(m, p, true, rdy[1]);
+		stream_child(m, p, inh, 4, true, rdy[1]);
 	for (i = 0; i < children; i++)
 		harness_wait_ready(rdy[0]);
 	if (anchor_r)

@@ -466,6 +466,7 @@ static void unfenced_writer_passes_an_idle_owner(void)
 {
 	struct up_pipe *p;
 	struct up_end *r, *w;
+	uint32_t owner;
 	pid_t pid;
 	int status;
 	char buf[32];
@@ -474,6 +475,9 @@ static void unfenced_writer_passes_an_idle_owner(void)
 	p = pipe_rw(&r, &w);
 	CHECK_EQ(up_write(w, "owner", 5), 5);
 	CHECK_EQ(bias_of(p), w->lock_id); /* and now idle, for good */
+	/* The owner's lock value, as the parent's end has it: the child's
+	 * copy of w is an end of its own, with a lock value of its own. */
+	owner = w->lock_id;
 	pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
@@ -483,6 +487,8 @@ static void unfenced_writer_passes_an_idle_owner(void)
 		int tries = 0;
 		ssize_t k;
 
+		/* The owner is the parent's w alone: our copies go first. */
+		harness_close_inherited((struct up_end *[]){ r, w }, 2);
 		if (deny_membarrier() != 0 || up__membarrier(&sc) == 0)
 			_exit(10); /* could not set the test up */
 		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, UP_WR, &b) < 0 ||
@@ -500,7 +506,7 @@ static void unfenced_writer_passes_an_idle_owner(void)
 		 * owner would have, to run the non-blocking taker too. */
 		if (up_open(q, UP_WR | UP_NONBLOCK, &nb) < 0)
 			_exit(4);
-		atomic_store(&q->ln->wlock.bias, w->lock_id);
+		atomic_store(&q->ln->wlock.bias, owner);
 		while ((k = up_write(nb, "nonblock", 8)) == -EAGAIN)
 			tries++;
 		if (k != 8 || bias_of(q) != 0)
@@ -542,6 +548,7 @@ static void owner_dead_inside_is_passed(void)
 		struct iovec iov[2];
 		int cnt = 2;
 
+		harness_close_inherited(&r, 1);
 		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, UP_WR, &cw) < 0)
 			_exit(1);
 		if (up_write(cw, "child", 5) != 5 || bias_of(q) != cw->lock_id)

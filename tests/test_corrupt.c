@@ -164,6 +164,14 @@ static void make_source(struct source *s, size_t cap, size_t page, uint64_t seed
 	CHECK((s->seals & (F_SEAL_SHRINK | F_SEAL_GROW)) == (F_SEAL_SHRINK | F_SEAL_GROW));
 }
 
+/* In a forked child: close its copies of the sources' ends (ends of its
+ * own since the fork, as pipe(2) fds are); it works on snapshots only. */
+static void close_sources(void)
+{
+	for (int i = 0; i < 2; i++)
+		harness_close_inherited((struct up_end *[]){ g_src[i].r, g_src[i].w }, 2);
+}
+
 static int memfd_from(const uint8_t *bytes, size_t size, int seals)
 {
 	int fd = memfd_create("up-corrupt", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -646,6 +654,7 @@ static void run_iteration(uint64_t seed, int iter)
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		harness_watchdog(20); /* the parent's 10 s deadline comes first */
+		close_sources();
 		child_iteration(seed, iter);
 		_exit(0);
 	}
@@ -689,9 +698,11 @@ static void intact_copy_attaches(void)
 			struct up_end *r = NULL, *w = NULL;
 			uint8_t buf[8192];
 			size_t got = 0;
-			int fd = memfd_from(s->snap, s->size, s->seals);
+			int fd;
 
 			harness_watchdog(20);
+			close_sources();
+			fd = memfd_from(s->snap, s->size, s->seals);
 			CHECK_OK(up_pipe_attach(fd, &q));
 			close(fd);
 			CHECK_OK(up_open(q, UP_RD | UP_NONBLOCK, &r));

@@ -81,8 +81,11 @@ static size_t make_record(unsigned char *buf, uint32_t gen, uint32_t seq, uint64
 	return len;
 }
 
-/* The victim: writes until killed. */
-static void child_main(int fd, uint32_t gen, uint64_t seed)
+/* The victim: closes its copies of the parent's ends (@inh: the reader and
+ * the holding writer, ends of its own since the fork; the writer's would
+ * hold the stream open after the parent's closed), then writes until
+ * killed. */
+static void child_main(int fd, uint32_t gen, uint64_t seed, struct up_end **inh)
 {
 	static unsigned char buf[UP_PIPE_BUF];
 	struct up_pipe *p;
@@ -90,6 +93,7 @@ static void child_main(int fd, uint32_t gen, uint64_t seed)
 	uint64_t rng = seed | 1;
 	uint32_t seq;
 
+	harness_close_inherited(inh, 2);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (up_pipe_attach(fd, &p) < 0 || up_open(p, UP_WR, &w) < 0)
 		_exit(3);
@@ -265,7 +269,7 @@ int main(int argc, char **argv)
 		pid = fork();
 		CHECK(pid >= 0);
 		if (pid == 0)
-			child_main(up_pipe_fd(p), i, rng);
+			child_main(up_pipe_fd(p), i, rng, (struct up_end *[]){ st.r, hold });
 		/* Let it get going, then kill it at a random point: up to 3 ms
 		 * after it announced itself (load shaping, not synchronisation:
 		 * any kill point must be survivable). */

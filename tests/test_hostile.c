@@ -224,6 +224,7 @@ static int round_once(uint64_t seed, unsigned ms)
 	cfg.capacity = 64 * 1024;
 	CHECK_OK(up_pipe_create(&cfg, &p));
 	fflush(stdout);
+	/* No end of ours is open at either fork: the children inherit none. */
 	honest = fork();
 	CHECK(honest >= 0);
 	if (honest == 0)

@@ -8,6 +8,10 @@
  * up_read (up_write), and exits. The parent's ends must go on: a
  * non-blocking reader once returned -EAGAIN for ever here while data was
  * readable (found by fuzzing). Also: a table full of dead entries.
+ *
+ * Each child first closes its copies of the parent's ends (ends of its own
+ * since the fork, as pipe(2) fds are), so that what it leaves behind when it
+ * dies is only the end it opened itself.
  */
 #include <sched.h>
 #include <signal.h>
@@ -18,7 +22,9 @@
 #include "harness.h"
 #include "up_int.h"
 
-static void die_holding(struct up_pipe *p, int role, int which_lock)
+/* @inh: the parent's @ninh open ends, which the child closes first. */
+static void die_holding(struct up_pipe *p, int role, int which_lock, struct up_end **inh,
+			int ninh)
 {
 	pid_t pid = fork();
 	int status;
@@ -28,6 +34,7 @@ static void die_holding(struct up_pipe *p, int role, int which_lock)
 		struct up_pipe *q;
 		struct up_end *e;
 
+		harness_close_inherited(inh, ninh);
 		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, role, &e) < 0)
 			_exit(1);
 		atomic_store(which_lock ? &q->ln->wlock.word : &q->ln->rlock.word, e->lock_id);
@@ -49,7 +56,7 @@ static void reader_takes_over(int flags)
 	CHECK_OK(up_open(p, UP_RD | flags, &r));
 	CHECK_OK(up_open(p, UP_WR, &w));
 	CHECK_EQ(up_write(w, "hello", 5), 5);
-	die_holding(p, UP_RD, 0);
+	die_holding(p, UP_RD, 0, (struct up_end *[]){ r, w }, 2);
 	CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
 	up_close(w);
 	up_close(r);
@@ -70,7 +77,7 @@ static void nonblocking_writer_takes_over(void)
 	CHECK_OK(up_pipe_create(NULL, &p));
 	CHECK_OK(up_open(p, UP_RD, &r));
 	CHECK_OK(up_open(p, UP_WR | UP_NONBLOCK, &w));
-	die_holding(p, UP_WR, 1);
+	die_holding(p, UP_WR, 1, (struct up_end *[]){ r, w }, 2);
 	CHECK_EQ(up_write(w, "hello", 5), 5);
 	CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
 	up_close(w);
@@ -133,6 +140,7 @@ static void dead_sleeper_is_taken_off_the_line(void)
 		struct up_end *e;
 		char c;
 
+		harness_close_inherited((struct up_end *[]){ r, w }, 2);
 		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, UP_RD, &e) < 0)
 			_exit(1);
 		(void)up_read(e, &c, 1); /* sleeps until killed */
@@ -145,6 +153,8 @@ static void dead_sleeper_is_taken_off_the_line(void)
 	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	CHECK(WIFSIGNALED(status));
 	CHECK_EQ(atomic_load(&p->ln->rd_wait.nwait), 1);
+	/* 1: the sleeper's own reader. Its copies of r and w were closed
+	 * right after the fork; left open, they would be reaped with it (3). */
 	CHECK_EQ(up__peers_reap(w), 1);
 	CHECK_EQ(atomic_load(&p->ln->rd_wait.nwait), 0);
 	CHECK_EQ(atomic_load(&p->ln->rd_wait.npoll), 0);

@@ -3,19 +3,23 @@
  * test_multiproc.c - one pipe, several processes.
  *
  * A shared-memory transport must be tested with real processes on one memfd:
- *  - fork, the child re-attaches with up_pipe_attach(up_pipe_fd(p)) (it never
- *    uses the parent's handles it inherited), in both directions;
+ *  - fork, the child closes the ends it inherited (as a pipe(2) user closes
+ *    the fds it does not use) and re-attaches with
+ *    up_pipe_attach(up_pipe_fd(p)), in both directions;
  *  - fork + exec of this very binary, the memfd passed over a Unix socket with
- *    SCM_RIGHTS (the memfd is close-on-exec, so this is the only way in),
- *    64 MiB streamed and checked with an order-sensitive hash;
+ *    SCM_RIGHTS (the memfd is close-on-exec, so this is the only way in; the
+ *    inherited writer is closed before exec, or the exec'd reader would
+ *    hold a writer of its own and never see end of stream), 64 MiB streamed
+ *    and checked with an order-sensitive hash;
  *  - a peer that dies without closing counts as closed (EOF / -EPIPE);
  *  - up_pipe_attach() refuses what is not a pipe segment, without crashing.
  *
  * Start-up ordering is made explicit with a kernel pipe used only as a
- * "ready" signal: a reader that starts before any writer exists would see
- * end of stream (writers == 0), and a writer before any reader -EPIPE, both
- * exactly as pipe(7) says, so each side opens its end before the other
- * starts moving data. No sleeps are used for ordering.
+ * "ready" signal, and anchor ends hold a child's role until its end is
+ * open, so each side's end is counted before the other starts moving data
+ * (the lifecycle would cope with any order, as a FIFO's: test_lifecycle,
+ * test_fork and test_names test the orders). No sleeps are used for
+ * ordering.
  */
 #include <fcntl.h>
 #include <stdbool.h>
@@ -167,8 +171,12 @@ static void dead_writer_counts_as_closed(void)
 	CHECK_SYS(pipe(rdy));
 	pid = harness_fork(60);
 	if (pid == 0) {
-		struct up_pipe *q = harness_attach(p);
-		struct up_end *w = mk_end(q, UP_WR);
+		struct up_pipe *q;
+		struct up_end *w;
+
+		harness_close_inherited((struct up_end *[]){ r, anchor }, 2);
+		q = harness_attach(p);
+		w = mk_end(q, UP_WR);
 
 		stream_write(w, 104, 10000);
 		harness_signal_ready(rdy[1]);
@@ -212,8 +220,10 @@ static void dead_reader_gives_epipe(void)
 	CHECK_SYS(pipe(rdy));
 	pid = harness_fork(60);
 	if (pid == 0) {
-		struct up_pipe *q = harness_attach(p);
+		struct up_pipe *q;
 
+		harness_close_inherited((struct up_end *[]){ w, anchor }, 2);
+		q = harness_attach(p);
 		(void)mk_end(q, UP_RD);
 		harness_signal_ready(rdy[1]);
 		_exit(0); /* dies holding a reader */
@@ -368,6 +378,8 @@ static void exec_child_scm_rights_64mib(void)
 	if (pid == 0) {
 		char fdstr[16];
 
+		/* Before exec: an exec'd program keeps the copy counted. */
+		harness_close_inherited(&w, 1);
 		if (fcntl(sv[1], F_SETFD, 0) < 0)
 			_exit(3);
 		snprintf(fdstr, sizeof(fdstr), "%d", sv[1]);

@@ -16,10 +16,17 @@
  * up to its longest backoff, so that the measured wait and latency cover
  * the worst case.
  *
- * Start-up order of the ends: today a reader opened before any writer sees
- * end of stream and a writer with no reader gets -EPIPE, so the side that
- * listens opens its end before the peer connects, and the data moves only
- * once the peer said its end is open ('O').
+ * Start-up order of the ends: any, as with a FIFO (a reader opened before
+ * any writer waits for one, a writer before any reader keeps its data). The
+ * exec_* cases open the listening side's end first and move data at once,
+ * before the peer has even connected; the start_order cases open the
+ * peer's end first, the listening side's only once the peer's reader waits.
+ * Neither waits for the peer's 'O' before moving data: the peer's report of
+ * when its end opened is checked afterwards.
+ *
+ * A forked child holds copies of this process's open ends (ends of its own,
+ * as pipe(2) fds are); spawn_peer() closes them before exec, or the exec'd
+ * peer would keep them counted until it exits.
  */
 #include <dirent.h>
 #include <inttypes.h>
@@ -35,6 +42,7 @@
 #include "harness.h"
 #include "name.h"
 #include "names_peer.h"
+#include "up_int.h" /* the readers' wait line, to see a peer asleep in up_read */
 
 #ifndef NAMES_PEER
 #error "NAMES_PEER (the path of tests/names_peer) must be defined"
@@ -166,13 +174,13 @@ static struct up_listener *mk_listener(struct up_pipe *p, const char *name, unsi
 	return l;
 }
 
-static void write_pat(struct up_end *w, uint64_t seed, size_t bytes)
+/* Bytes @off .. @end of pattern @seed. */
+static void write_pat_range(struct up_end *w, uint64_t seed, size_t off, size_t end)
 {
 	static unsigned char buf[1 << 16];
-	size_t off = 0;
 
-	while (off < bytes) {
-		size_t n = bytes - off < sizeof(buf) ? bytes - off : sizeof(buf);
+	while (off < end) {
+		size_t n = end - off < sizeof(buf) ? end - off : sizeof(buf);
 		ssize_t r;
 
 		harness_fill(seed, off, buf, n);
@@ -180,6 +188,11 @@ static void write_pat(struct up_end *w, uint64_t seed, size_t bytes)
 		CHECK_OK(r);
 		off += (size_t)r;
 	}
+}
+
+static void write_pat(struct up_end *w, uint64_t seed, size_t bytes)
+{
+	write_pat_range(w, seed, 0, bytes);
 }
 
 /* Reads exactly @bytes of pattern @seed, then expects end of stream. */
@@ -238,9 +251,11 @@ static struct names_peer_rec read_rec(int fd, char tag)
 	return rec;
 }
 
-/* fork+exec tests/names_peer; *rep gets the read end of its reports. */
+/* fork+exec tests/names_peer; *rep gets the read end of its reports. @inh:
+ * this process's @ninh open ends, whose copies the child closes before exec
+ * (the exec'd peer would hold them, counted, until it exits). */
 static pid_t spawn_peer(const char *name, const char *mode, size_t bytes, uint64_t seed,
-			int timeout_ms, int *rep)
+			int timeout_ms, struct up_end **inh, int ninh, int *rep)
 {
 	int fds[2];
 	pid_t pid;
@@ -250,6 +265,7 @@ static pid_t spawn_peer(const char *name, const char *mode, size_t bytes, uint64
 	if (pid == 0) {
 		char a_bytes[32], a_seed[32], a_fd[16], a_to[16];
 
+		harness_close_inherited(inh, ninh);
 		close(fds[0]);
 		if (fcntl(fds[1], F_SETFD, 0) < 0) /* this one crosses exec */
 			_exit(127);
@@ -275,6 +291,51 @@ static void wait_asleep(pid_t tid)
 		CHECK(harness_now() < until);
 		sched_yield();
 	}
+}
+
+/* Wait (bounded) until @p counts @want open readers, in any process. */
+static void wait_readers(struct up_pipe *p, uint32_t want)
+{
+	double until = harness_now() + 10.0;
+	struct up_stats st;
+
+	for (;;) {
+		CHECK_OK(up_stats(p, &st));
+		if (st.readers == want)
+			break;
+		CHECK(harness_now() < until);
+		sched_yield();
+	}
+}
+
+/* Wait (bounded) until a reader of @p sleeps in up_read in process @pid
+ * (single-threaded): announced on the readers' wait line, and asleep. */
+static void wait_reader_asleep(struct up_pipe *p, pid_t pid)
+{
+	double until = harness_now() + 10.0;
+
+	while (atomic_load(&p->ln->rd_wait.nwait) != 1 || harness_tid_state(pid) != 'S') {
+		CHECK(harness_now() < until);
+		sched_yield();
+	}
+}
+
+/* A thread that reads a whole pattern stream to end of stream, its tid
+ * published first, so the test can see it asleep in up_read. */
+struct pat_reader {
+	struct up_end *r;
+	uint64_t seed;
+	size_t bytes;
+	_Atomic pid_t tid;
+};
+
+static void *pat_reader_main(void *arg)
+{
+	struct pat_reader *pr = arg;
+
+	atomic_store(&pr->tid, (pid_t)syscall(SYS_gettid));
+	read_pat_eof(pr->r, pr->seed, pr->bytes);
+	return NULL;
 }
 
 /* In a forked child: become nobody, with @gid as the one extra group. */
@@ -449,34 +510,53 @@ static void connect_latency(void)
 
 /* ------------------------------------------------------- across exec */
 
-/* The listener writes, an exec'd peer reads (and the other way). */
+/*
+ * The listener writes, an exec'd peer reads (and the other way), our end
+ * first and moving data at once: before the peer exists, our writer has put
+ * half the pipe's capacity in (kept for a reader to come, no -EPIPE), or
+ * our reader is asleep waiting for a writer (no end of stream); the rest
+ * moves without waiting for the peer to connect or open its end, so the
+ * peer's end opens while ours writes into a full pipe or sleeps. The child
+ * closes its copy of our end before exec (peer_reads: the exec'd peer's
+ * copy of our writer would keep its reader from ever seeing end of stream).
+ */
 static void exec_peer(bool abstract, bool peer_reads)
 {
 	const size_t bytes = 4 * MiB + 777;
 	const uint64_t seed = abstract ? 0xab5 : 0xfa7;
 	struct up_pipe *p = mk_pipe();
+	struct pat_reader pr = { .seed = seed, .bytes = bytes };
 	struct up_end *mine;
 	struct up_listener *l;
+	size_t first = up_capacity(p) / 2;
+	pthread_t t;
 	char name[128];
 	int rep;
 	pid_t pid;
 
+	CHECK(first > 0 && first < bytes);
 	mk_name(name, sizeof(name), abstract, "ex");
-	/* Our end first: the peer's end must find its counterpart. */
 	mine = mk_end(p, peer_reads ? UP_WR : UP_RD);
 	CHECK_OK(up_listen(p, name, 0, &l));
 	up_pipe_release(p); /* the end and the listener keep what they need */
-	pid = spawn_peer(name, peer_reads ? "rd" : "wr", bytes, seed, 5000, &rep);
+	if (peer_reads) {
+		write_pat_range(mine, seed, 0, first);
+	} else {
+		pr.r = mine;
+		CHECK_EQ(pthread_create(&t, NULL, pat_reader_main, &pr), 0);
+		while (atomic_load(&pr.tid) == 0)
+			sched_yield();
+		wait_asleep(atomic_load(&pr.tid));
+	}
+	pid = spawn_peer(name, peer_reads ? "rd" : "wr", bytes, seed, 5000, &mine, 1, &rep);
+	if (peer_reads)
+		write_pat_range(mine, seed, first, bytes);
+	else
+		CHECK_EQ(pthread_join(t, NULL), 0); /* all of it, then end of stream */
+	CHECK_OK(up_close(mine));
 	read_rec(rep, 'S');
 	CHECK_EQ(read_rec(rep, 'C').res, 0);
 	read_rec(rep, 'O');
-	if (peer_reads) {
-		write_pat(mine, seed, bytes);
-		CHECK_OK(up_close(mine));
-	} else {
-		read_pat_eof(mine, seed, bytes);
-		CHECK_OK(up_close(mine));
-	}
 	harness_reap_ok(pid, 60, "names_peer");
 	close(rep);
 	up_listener_close(l);
@@ -488,31 +568,34 @@ static void exec_abstract_peer_reads(void) { exec_peer(true, true); }
 static void exec_abstract_peer_writes(void) { exec_peer(true, false); }
 
 /*
- * The peer connects first (timeout 10 s) and is seen asleep in its retry
- * loop; then the name appears. Figures: how long it waited in up_connect,
- * and how long after up_listen returned its connect got through (at most
- * the longest backoff, 5 ms, plus scheduling).
+ * The peer first, its end too: it connects before the name exists (timeout
+ * 10 s) and is seen asleep in its retry loop; then the name appears, on a
+ * pipe with no end open. The peer's reader opens before any writer and must
+ * wait for one (not see end of stream): ours opens only once the peer's
+ * reader is counted and asleep in up_read, and the peer's report says its
+ * end opened before ours. Figures: how long it
+ * waited in up_connect, and how long after up_listen returned its connect
+ * got through (at most the longest backoff, 5 ms, plus scheduling).
  */
 static void start_order(bool abstract)
 {
 	struct up_pipe *p;
 	struct up_end *w;
 	struct up_listener *l;
-	struct names_peer_rec s, c;
+	struct names_peer_rec s, c, o;
 	char name[128];
-	uint64_t t_listen;
+	uint64_t t_listen, t_open;
 	double wait_ms, after_ms;
 	int rep;
 	pid_t pid;
 
 	mk_name(name, sizeof(name), abstract, "so");
-	pid = spawn_peer(name, "rd", 100000, 0x50, 10000, &rep);
+	pid = spawn_peer(name, "rd", 100000, 0x50, 10000, NULL, 0, &rep);
 	s = read_rec(rep, 'S');
 	wait_asleep(pid);
 	/* Pacing, not ordering: let the backoff reach its longest step. */
 	harness_nap_ns(30 * 1000000ull);
 	p = mk_pipe();
-	w = mk_end(p, UP_WR);
 	CHECK_OK(up_listen(p, name, 0, &l));
 	t_listen = harness_now_ns();
 	c = read_rec(rep, 'C');
@@ -524,9 +607,14 @@ static void start_order(bool abstract)
 	       "up_listen returned\n", abstract ? "abstract" : "path", wait_ms, after_ms);
 	CHECK(wait_ms >= 30.0);
 	CHECK(after_ms < 250.0); /* 5 ms backoff; the rest is a shared machine */
-	read_rec(rep, 'O');
+	wait_readers(p, 1);
+	wait_reader_asleep(p, pid); /* in up_read, with no writer yet */
+	t_open = harness_now_ns();
+	w = mk_end(p, UP_WR);
 	write_pat(w, 0x50, 100000);
 	CHECK_OK(up_close(w));
+	o = read_rec(rep, 'O');
+	CHECK(o.t_ns < t_open);
 	harness_reap_ok(pid, 60, "names_peer");
 	close(rep);
 	up_listener_close(l);
@@ -1326,7 +1414,7 @@ static void nothread_serve(void)
 	pf.events = POLLIN;
 	CHECK_EQ(poll(&pf, 1, 0), 0);
 	for (int round = 0; round < 2; round++) {
-		kid = spawn_peer(name, "conn", 0, 0, 5000, &rep);
+		kid = spawn_peer(name, "conn", 0, 0, 5000, NULL, 0, &rep);
 		pf.revents = 0;
 		CHECK_EQ(poll(&pf, 1, 10000), 1);
 		CHECK(pf.revents & POLLIN);
@@ -1369,7 +1457,7 @@ static void nothread_client_gone(void)
 	{
 		struct pollfd pf = { .fd = up_listener_fd(l), .events = POLLIN };
 		int rep, status = 0;
-		pid_t kid = spawn_peer(name, "conn", 0, 0, 5000, &rep);
+		pid_t kid = spawn_peer(name, "conn", 0, 0, 5000, NULL, 0, &rep);
 
 		CHECK_EQ(poll(&pf, 1, 10000), 1); /* its connect is queued */
 		up_listener_close(l);

@@ -346,6 +346,10 @@ static uint64_t kill_once(enum kcase kc, int rep)
 	pid = fork();
 	CHECK_SYS(pid);
 	if (pid == 0) {
+		/* Our copy of the survivor's end is an end of our own: close
+		 * it, or our death would end the other side too (and it would
+		 * not be the victim's own end whose death is measured). */
+		harness_close_inherited(&s.e, 1);
 		if (writer_victim)
 			victim_writer(p, nrec, stream);
 		victim_reader(p, stream);
@@ -549,6 +553,8 @@ static void mid_reserve(bool require_recovery)
 		int cnt = 16, i;
 		ssize_t n;
 
+		/* Our copies of the survivors' ends: the dead writer is vw. */
+		harness_close_inherited((struct up_end *[]){ rd, w }, 2);
 		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 		harness_watchdog(60);
 		CHECK_OK(up_pipe_attach(up_pipe_fd(p), &q));

@@ -195,10 +195,12 @@ static void armed_reader_does_not_swallow_a_wake(void)
 	up_pipe_release(p);
 }
 
-/* In a child process: attach @p, open an end of @role in poll mode, arm it
- * (a writer first finds the lock held: -EAGAIN), and exit without ever
- * disarming. Returns once the child has exited 0. */
-static void arm_in_child_and_die(struct up_pipe *p, int role)
+/* In a child process: close the copies of the parent's @ninh ends @inh (ends
+ * of its own since the fork, which its death would leave to be reaped too),
+ * attach @p, open an end of @role in poll mode, arm it (a writer first finds
+ * the lock held: -EAGAIN), and exit without ever disarming. Returns once the
+ * child has exited 0. */
+static void arm_in_child_and_die(struct up_pipe *p, int role, struct up_end **inh, int ninh)
 {
 	pid_t pid = fork();
 	int status;
@@ -208,6 +210,7 @@ static void arm_in_child_and_die(struct up_pipe *p, int role)
 		struct up_pipe *q;
 		struct up_end *a;
 
+		harness_close_inherited(inh, ninh);
 		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 ||
 		    up_open(q, role | UP_NONBLOCK, &a) < 0 || up_pollfd(a) < 0 ||
 		    (role == UP_WR && up_write(a, "abc", 3) != -EAGAIN) ||
@@ -231,9 +234,11 @@ static void dead_armed_reader_is_taken_off_the_line(void)
 	CHECK_OK(up_open(p, UP_RD, &r));
 	CHECK_OK(up_open(p, UP_WR, &w));
 	(void)pollfd_or_skip(r); /* skips where poll mode is not supported */
-	arm_in_child_and_die(p, UP_RD);
+	arm_in_child_and_die(p, UP_RD, (struct up_end *[]){ r, w }, 2);
 	CHECK_EQ(atomic_load(&p->ln->rd_wait.npoll), 1);
 	CHECK_EQ(atomic_load(&p->ln->rd_wait.nwait), 1);
+	/* 1: the armed reader; the child's copies of r and w were closed
+	 * first (left open, they would be reaped with it: 3). */
 	CHECK_EQ(up__peers_reap(r), 1);
 	CHECK_EQ(atomic_load(&p->ln->rd_wait.npoll), 0);
 	CHECK_EQ(atomic_load(&p->ln->rd_wait.nwait), 0);
@@ -386,8 +391,9 @@ static void dead_armed_writer_is_taken_off_the_lock(void)
 	p = held_by_reservation(&r, &w1, &w2, &iov);
 	(void)pollfd_or_skip(w2);
 	up_close(w2);
-	arm_in_child_and_die(p, UP_WR);
+	arm_in_child_and_die(p, UP_WR, (struct up_end *[]){ r, w1 }, 2);
 	CHECK_EQ(atomic_load(&p->ln->wlock.npoll), 1);
+	/* 1: the armed writer, as above (its copies of r and w1: 3). */
 	CHECK_EQ(up__peers_reap(r), 1);
 	CHECK_EQ(atomic_load(&p->ln->wlock.npoll), 0);
 	CHECK_OK(up_commit(w1, 0));
@@ -482,6 +488,7 @@ static void arm_passes_a_dead_holder(void)
 		struct iovec iov;
 		int cnt = 1;
 
+		harness_close_inherited((struct up_end *[]){ r, w2 }, 2);
 		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, UP_WR, &a) < 0 ||
 		    up_write(a, "x", 1) != 1 || up_reserve(a, 100, &iov, &cnt) != 100 ||
 		    !a->resv_merge || write(ready[1], "r", 1) != 1)
@@ -494,6 +501,7 @@ static void arm_passes_a_dead_holder(void)
 	CHECK_EQ(write(go[1], "g", 1), 1);
 	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* 1: the holder; its copies of r and w2 were closed first (else 3). */
 	CHECK_EQ(up__peers_reap(r), 1);
 	CHECK_EQ(up_poll_arm(w2), 1);
 	CHECK_EQ(atomic_load(&p->ln->wlock.npoll), 0);

@@ -589,6 +589,7 @@ static void run_case(const struct cfg *c)
 	}
 	for (i = 0; i < n; i++) {
 		if (c->procs) {
+			/* This process opens no end: a worker inherits none. */
 			pids[i] = fork();
 			CHECK_SYS(pids[i]);
 			if (pids[i] == 0) {

@@ -99,6 +99,7 @@ struct run {
 	_Atomic uint64_t *bits; /* MAXW * MAXSEQ bits */
 	struct up_pipe *p;
 	int ready_fd;           /* procs: a child writes one byte once its end is open */
+	struct up_end *anchor[2]; /* procs: this process's ends at each fork */
 };
 
 /* ------------------------------------------------------------ records */
@@ -541,8 +542,11 @@ static pid_t spawn(struct run *rn, bool is_writer, uint32_t id)
 		struct up_end *e = NULL;
 
 		harness_watchdog((unsigned)rn->seconds + 90);
-		/* a real peer: map the inherited memfd afresh, never reuse the
-		 * parent's handles */
+		/* a real peer: close the anchors' copies (ends of our own since
+		 * the fork: a writer's would keep the readers from ever seeing
+		 * end of stream), map the inherited memfd afresh, never reuse
+		 * the parent's handles */
+		harness_close_inherited(rn->anchor, 2);
 		CHECK_OK(up_pipe_attach(up_pipe_fd(rn->p), &q));
 		rn->p = q;
 		CHECK_OK(up_open(q, is_writer ? UP_WR : UP_RD, &e));
@@ -570,9 +574,13 @@ static void run_procs(struct run *rn)
 	sigset_t set;
 
 	/* anchors keep the pipe "open at both ends" until every child's end
-	 * exists: a child reader must not see EOF, nor a writer -EPIPE, early */
+	 * exists: a writer that finished before another opened would end the
+	 * stream for the readers early (a writer came and none is left); the
+	 * reader anchor does the same for -EPIPE */
 	CHECK_OK(up_open(rn->p, UP_RD, &ar));
 	CHECK_OK(up_open(rn->p, UP_WR, &aw));
+	rn->anchor[0] = ar;
+	rn->anchor[1] = aw;
 	CHECK_SYS(pipe(rdy));
 	rn->ready_fd = rdy[1];
 	for (i = 0; i < n; i++)

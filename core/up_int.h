@@ -171,16 +171,16 @@ struct up_end {
 
 	struct up_end *next, *prev;
 	/* up_set_timeout() (UP_NO_TIMEOUT: none), the current call's deadline
-	 * (0: not yet sleeping), up_wakeup()'s kick and where this end sleeps
+	 * (0: not yet sleeping), where this end sleeps and up_wakeup()'s kick
 	 * (cancel.c); no_cancel while it must finish what it started. */
 	uint64_t timeout_ns, deadline_ns;
-	_Atomic uint32_t kick;
 	_Atomic uintptr_t sleep_on;
-	bool no_cancel;
 	/* Every open end of this process (fork.c), and the entry claimed
 	 * for a forked child's copy while a fork is under way. */
 	struct up_end *proc_next, *proc_prev;
 	uint32_t fork_idx, fork_state;
+	_Atomic uint32_t kick;
+	bool no_cancel;
 };
 
 /* shm.c: the segment; a pipe found inconsistent is marked broken for good. */

@@ -10,6 +10,8 @@
  *   bench_workers.c the writer and reader threads of one run;
  *   bench_run.c     one run (set-up, watchdog, results), calibration, and
  *                   every size of one writers x readers configuration;
+ *   bench_proc.c    --processes: one run with every worker a process, the
+ *                   pipes met by name (uringpipe) or path (a kernel FIFO);
  *   bench_out.c     the text table, the JSON object and the --report data;
  *   bench_pressure.c --memory-pressure: stress-ng beside the benchmark.
  */
@@ -48,6 +50,7 @@ struct opts {
 	uint64_t bytes; /* 0: calibrate per transport and size */
 	unsigned repeat, writers, readers;
 	bool json, verbose, sweep, pressure;
+	bool processes; /* every worker a process of its own (bench_proc.c) */
 	const char *report;
 	uint64_t seed;
 	uint64_t lat_every; /* 0: automatic */
@@ -74,13 +77,18 @@ static inline bool bench_pinned(const struct env *env, unsigned writers, unsigne
 	return writers == 1 && readers == 1 && env->cpu[1] >= 0;
 }
 
+struct bench_gate; /* --processes: the start line, in shared memory */
+
 /* What the threads of one run share. */
 struct shared {
 	enum transport t;
 	size_t size;
 	uint64_t key; /* pattern key derived from --seed */
 	bool verify;
+	/* Workers start together: threads at the barrier, processes
+	 * (--processes) at the gate's second phase when there is one. */
 	pthread_barrier_t bar;
+	struct bench_gate *gate;
 	/* The watchdog: workers count themselves out here. A condition
 	 * variable rather than pthread_clockjoin_np(), which TSan does not
 	 * intercept: it would flag every read of a joined worker's results. */
@@ -110,8 +118,31 @@ struct worker {
 	/* Read only by the watchdog to say where a hung run stopped: relaxed,
 	 * it orders nothing. */
 	_Atomic uint64_t progress;
+	/* --processes, uringpipe: the worker process's own counters (its
+	 * up_stats() after its end closed), for the parent to add up. */
+	struct up_stats st;
+	bool have_st;
 	char err[256];
 } __attribute__((aligned(64)));
+
+/* What a run is for: it decides the threads, the checks and the sampling. */
+enum run_kind {
+	RUN_VERIFY,    /* 1 writer x 1 reader, every byte checked, untimed */
+	RUN_CALIBRATE, /* the configured threads, timed as a whole only */
+	RUN_TIMED,     /* the configured threads, write latencies sampled */
+};
+
+/* One run being set up, run and summed up. */
+struct run {
+	const struct opts *o;
+	const struct env *env;
+	enum transport t;
+	enum run_kind kind;
+	uint64_t size, bytes;
+	unsigned nw, n; /* writers; writers + readers */
+	struct shared sh;
+	struct worker *ws;
+};
 
 /* One write size: every run's figures, per transport. */
 struct row {
@@ -163,9 +194,12 @@ static inline uint64_t mix64(uint64_t x)
 /* ------------------------------------------------------------ cat_bench.c */
 
 /* Prints BENCH_PFX and the message on stderr, after flushing stdout, and
- * exits 1. */
+ * exits 1; in a worker process (--processes) _exit(1), so that nothing of
+ * the parent's atexit() runs there. */
 void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void *bench_xmalloc(size_t n);
+/* Set in a worker process of --processes, right after fork(). */
+extern bool bench_in_child;
 /* A data buffer (what writers copy from, readers copy into) on @node, from
  * the library's node arenas: up_buf_alloc(3). Free with up_buf_free(). */
 unsigned char *bench_xbuf_alloc(size_t n, int node);
@@ -193,11 +227,47 @@ void bench_close_end(struct worker *w);
 
 /* ------------------------------------------------------------ bench_run.c */
 
+/* A worker's part of run @rn, before anything is allocated: its index,
+ * direction, and for a writer its quota and latency sampling (every,
+ * lat_cap). */
+void bench_worker_plan(const struct run *rn, struct worker *w, unsigned i);
+/* Its buffers, on @node: a writer's pre-filled source, a reader's buffer
+ * and, to verify, its scratch; a timed writer's latency samples too unless
+ * w->lat is already there. Faults them all in. */
+void bench_worker_alloc(const struct run *rn, struct worker *w, int node);
+/* The watchdog's message: where each worker of a hung run stopped. */
+void bench_hung(const struct run *rn, double tmo);
+/* Seconds a run may take before the watchdog ends it. */
+double bench_run_timeout(const struct run *rn);
+
 /* Every size for one writers x readers configuration into @rows. The
  * verification pass (always 1 x 1) runs only with @verify: once per size is
  * enough. Exits 1 when a run fails. */
 void bench_run_config(const struct opts *o, const struct env *env, struct row *rows,
 		      bool verify);
+
+/* ----------------------------------------------------------- bench_proc.c */
+
+/* The gate's phases: the pipe exists (open it now), every end is open
+ * (start). */
+enum { GATE_MADE = 0, GATE_GO = 1 };
+
+/* A worker process arrives at @phase of the gate and waits for the parent
+ * to open it. */
+void bench_gate_pass(struct bench_gate *g, unsigned phase);
+/*
+ * bench_proc_run - run @rn with each worker in a process of its own,
+ * forked before the run's pipe exists: the parent then makes the pipe (a
+ * FIFO in a private directory, or a uringpipe served at
+ * "@upcat-bench-<pid>-<n>") and the workers open it by name. Leaves the
+ * results in rn->ws (shared memory; free with bench_proc_free). Exits 1,
+ * children killed, when a worker process dies or the run hangs.
+ */
+void bench_proc_run(struct run *rn);
+/* The worker processes' uringpipe counters, added up into *st: false when
+ * none has any. */
+bool bench_proc_stats(const struct run *rn, struct up_stats *st);
+void bench_proc_free(struct run *rn);
 
 /* ------------------------------------------------------------ bench_out.c */
 

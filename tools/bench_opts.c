@@ -54,6 +54,9 @@ static void usage(FILE *f)
 "  --seed S         verification pattern seed (default 1)\n"
 "  --json           one JSON object on stdout instead of the table\n"
 "  --sweep          every writers x readers pair of {1,2,5} x {1,5,10}\n"
+"  --processes      every writer and reader a process of its own, forked\n"
+"                   before the run's pipe exists: they meet the uringpipe by\n"
+"                   name (up_listen/up_connect) and the kernel pipe as a FIFO\n"
 "  --memory-pressure  run `stress-ng --vm 2 --vm-bytes 50%` beside the\n"
 "                   benchmark (stress-ng must be installed)\n"
 "  --report FILE    also write a chart of MB/s against write size: an SVG\n"
@@ -133,7 +136,7 @@ static void parse_sizes(const char *arg, struct opts *o)
 void bench_parse_args(int argc, char **argv, struct opts *o)
 {
 	enum { O_SIZES = 256, O_CAP, O_BYTES, O_REPEAT, O_WRITERS, O_READERS,
-	       O_JSON, O_SEED, O_LAT, O_TIME, O_TIMEOUT, O_SWEEP, O_PRESSURE, O_REPORT };
+	       O_JSON, O_SEED, O_LAT, O_TIME, O_TIMEOUT, O_SWEEP, O_PRESSURE, O_REPORT, O_PROCS };
 	static const struct option lo[] = {
 		{"sizes", required_argument, NULL, O_SIZES},
 		{"capacity", required_argument, NULL, O_CAP},
@@ -147,6 +150,7 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 		{"time", required_argument, NULL, O_TIME},
 		{"timeout", required_argument, NULL, O_TIMEOUT},
 		{"sweep", no_argument, NULL, O_SWEEP},
+		{"processes", no_argument, NULL, O_PROCS},
 		{"memory-pressure", no_argument, NULL, O_PRESSURE},
 		{"report", required_argument, NULL, O_REPORT},
 		{"verbose", no_argument, NULL, 'v'},
@@ -218,6 +222,9 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_PRESSURE:
 			o->pressure = true;
+			break;
+		case O_PROCS:
+			o->processes = true;
 			break;
 		case O_REPORT:
 			if (!*optarg)

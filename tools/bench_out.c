@@ -112,11 +112,13 @@ void bench_print_json(const struct opts *o, const struct env *env, const struct 
 	json_str(env->kpipe_note);
 	printf(",\"backend\":");
 	json_str(env->backend);
-	printf(",\"numa_node\":%d,\"repeat\":%u,\"memory_pressure\":%s,\"writer_cpu\":%d,"
+	printf(",\"numa_node\":%d,\"repeat\":%u,\"memory_pressure\":%s,\"processes\":%s,"
+	       "\"writer_cpu\":%d,"
 	       "\"reader_cpu\":%d,\"seed\":%" PRIu64 ",\"bytes_option\":%" PRIu64
 	       ",\"run_time\":%.3f,\"clock_gettime_ns\":%.1f,\"mb\":1000000,"
 	       "\"transports\":[\"kernel\",\"uringpipe\",\"uringpipe_zc\"],\"configs\":[",
-	       env->numa_node, o->repeat, o->pressure ? "true" : "false", env->cpu[0],
+	       env->numa_node, o->repeat, o->pressure ? "true" : "false",
+	       o->processes ? "true" : "false", env->cpu[0],
 	       env->cpu[1], o->seed, o->bytes, o->run_time, env->clock_ns);
 	for (unsigned c = 0; c < ncf; c++) {
 		printf("%s{\"writers\":%u,\"readers\":%u,\"pinned\":%s,\"rows\":[", c ? "," : "",
@@ -164,6 +166,10 @@ void bench_print_header(const struct opts *o, const struct env *env)
 	       " median%s\n", cat_bytes_label(o->capacity, cb, sizeof(cb)), env->kpipe_size,
 	       env->backend, o->repeat, o->repeat == 1 ? "" : "s",
 	       o->pressure ? ", under stress-ng --vm memory pressure" : "");
+	if (o->processes)
+		printf("  processes: every writer and reader is a process of its own, forked before"
+		       " the run's pipe exists; uringpipe met by name (up_listen/up_connect),"
+		       " kernel pipe as a FIFO (mkfifo)\n");
 	if (env->kpipe_note[0])
 		printf("  note: %s\n", env->kpipe_note);
 	printf("  uringpipe %s, page %zu B, numa node %d; seed %" PRIu64
@@ -175,12 +181,14 @@ void bench_print_table(const struct opts *o, const struct env *env, const struct
 {
 	const struct row *rows = cf->rows;
 
+	const char *procs = o->processes ? " (processes)" : "";
+
 	if (bench_pinned(env, cf->writers, cf->readers))
-		printf("\n%u writer, %u reader, pinned writer->cpu%d reader->cpu%d\n", cf->writers,
-		       cf->readers, env->cpu[0], env->cpu[1]);
+		printf("\n%u writer, %u reader%s, pinned writer->cpu%d reader->cpu%d\n", cf->writers,
+		       cf->readers, procs, env->cpu[0], env->cpu[1]);
 	else
-		printf("\n%u writer%s, %u reader%s, not pinned\n", cf->writers,
-		       cf->writers == 1 ? "" : "s", cf->readers, cf->readers == 1 ? "" : "s");
+		printf("\n%u writer%s, %u reader%s%s, not pinned\n", cf->writers,
+		       cf->writers == 1 ? "" : "s", cf->readers, cf->readers == 1 ? "" : "s", procs);
 	printf("%-5s %12s %12s %6s %12s %6s %18s %18s %18s %s\n", "size", "kernel MB/s",
 	       "uringp MB/s", "ratio", "zc MB/s", "zc/k", "kern p50/p99/max", "up p50/p99/max",
 	       "zc p50/p99/max", "syscalls/GiB k/up/zc");
@@ -241,10 +249,11 @@ void bench_write_report(const struct opts *o, const struct env *env, const struc
 				p->mbps[t] = median(cf[c].rows[s].mbps[t], o->repeat);
 		}
 	}
-	snprintf(sub, sizeof(sub), "capacity %s, backend %s, uringpipe %s, median of %u run%s%s",
+	snprintf(sub, sizeof(sub), "capacity %s, backend %s, uringpipe %s, median of %u run%s%s%s",
 		 cat_bytes_label(o->capacity, cb, sizeof(cb)), env->backend, UP_VERSION_STRING,
 		 o->repeat, o->repeat == 1 ? "" : "s",
-		 o->pressure ? ", under memory pressure (stress-ng --vm)" : "");
+		 o->pressure ? ", under memory pressure (stress-ng --vm)" : "",
+		 o->processes ? ", writers and readers in processes of their own" : "");
 	r = cat_write_report(o->report, "uringpipe vs kernel pipe: throughput by write size", sub,
 			     ser, ncf);
 	if (r < 0)

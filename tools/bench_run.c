@@ -14,6 +14,9 @@
  *
  * Verification is always 1 x 1: with several writers the chunks interleave
  * and there is no single expected stream.
+ *
+ * With --processes the same workers run in processes of their own
+ * (bench_proc.c); what is set up and summed up here stays the same.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -90,26 +93,7 @@ static void *thread_entry(void *arg)
 	return NULL;
 }
 
-/* What a run is for: it decides the threads, the checks and the sampling. */
-enum run_kind {
-	RUN_VERIFY,    /* 1 writer x 1 reader, every byte checked, untimed */
-	RUN_CALIBRATE, /* the configured threads, timed as a whole only */
-	RUN_TIMED,     /* the configured threads, write latencies sampled */
-};
-
-/* One run being set up, run and summed up. */
-struct run {
-	const struct opts *o;
-	const struct env *env;
-	enum transport t;
-	enum run_kind kind;
-	uint64_t size, bytes;
-	unsigned nw, n; /* writers; writers + readers */
-	struct shared sh;
-	struct worker *ws;
-};
-
-static void watchdog_fail(const struct run *rn, double tmo)
+void bench_hung(const struct run *rn, double tmo)
 {
 	char sb[32];
 	fflush(stdout);
@@ -119,7 +103,12 @@ static void watchdog_fail(const struct run *rn, double tmo)
 		fprintf(stderr, " %s%u=%" PRIu64, rn->ws[i].writer ? "w" : "r", rn->ws[i].idx,
 			atomic_load_explicit(&rn->ws[i].progress, memory_order_relaxed));
 	fputc('\n', stderr);
-	exit(1);
+}
+
+double bench_run_timeout(const struct run *rn)
+{
+	/* A library that loses a wakeup would hang us: bound every run. */
+	return rn->o->timeout > 0 ? rn->o->timeout : 60.0 + (double)rn->bytes / 10e6;
 }
 
 static void shared_init(struct run *rn)
@@ -144,17 +133,22 @@ static void shared_destroy(struct run *rn)
 	pthread_mutex_destroy(&rn->sh.mu);
 }
 
-/* A writer's share of the bytes, its pre-filled source buffer and, in a
- * timed run, room for its latency samples. */
-static void writer_setup(const struct run *rn, struct worker *w, int node)
+void bench_worker_plan(const struct run *rn, struct worker *w, unsigned i)
 {
 	const size_t lat_cap = LAT_CAP / rn->nw;
 	uint64_t size = rn->size, writes;
 
+	w->sh = (struct shared *)&rn->sh;
+	w->writer = i < rn->nw;
+	w->idx = w->writer ? i : i - rn->nw;
+	w->fd = -1;
+	atomic_init(&w->progress, 0);
+	/* A reader reads into max(1 MiB, size). */
+	w->buflen = !w->writer && size < MiB ? (size_t)MiB : (size_t)size;
+	if (!w->writer)
+		return;
+	/* A writer's share of the bytes and, timed, its latency sampling. */
 	w->quota = rn->bytes / rn->nw + (w->idx < rn->bytes % rn->nw ? 1 : 0);
-	w->buflen = (size_t)size;
-	w->buf = bench_xbuf_alloc(w->buflen, node);
-	bench_pattern_fill(w->buf, 0, w->buflen, rn->sh.key); /* also faults it in */
 	if (rn->kind != RUN_TIMED)
 		return;
 	writes = (w->quota + size - 1) / size;
@@ -162,22 +156,24 @@ static void writer_setup(const struct run *rn, struct worker *w, int node)
 	w->lat_cap = (size_t)((writes + w->every - 1) / w->every) + 16;
 	if (w->lat_cap > lat_cap)
 		w->lat_cap = lat_cap;
-	w->lat = bench_xmalloc(w->lat_cap * sizeof(*w->lat));
-	memset(w->lat, 0, w->lat_cap * sizeof(*w->lat));
 }
 
-/* A reader's buffer of max(1 MiB, size) and, to verify, as much for the
- * expected bytes. */
-static void reader_setup(const struct run *rn, struct worker *w, int node)
+void bench_worker_alloc(const struct run *rn, struct worker *w, int node)
 {
-	size_t rlen = rn->size > MiB ? (size_t)rn->size : (size_t)MiB;
-
-	w->buflen = rlen;
-	w->buf = bench_xbuf_alloc(rlen, node);
-	memset(w->buf, 0, rlen);
+	w->buf = bench_xbuf_alloc(w->buflen, node);
+	if (w->writer) {
+		bench_pattern_fill(w->buf, 0, w->buflen, rn->sh.key); /* also faults it in */
+		if (w->lat_cap && !w->lat) {
+			w->lat = bench_xmalloc(w->lat_cap * sizeof(*w->lat));
+			memset(w->lat, 0, w->lat_cap * sizeof(*w->lat));
+		}
+		return;
+	}
+	memset(w->buf, 0, w->buflen);
 	if (rn->kind == RUN_VERIFY) {
-		w->scratch = bench_xbuf_alloc(rlen, node);
-		memset(w->scratch, 0, rlen);
+		/* As much again for the expected bytes. */
+		w->scratch = bench_xbuf_alloc(w->buflen, node);
+		memset(w->scratch, 0, w->buflen);
 	}
 }
 
@@ -192,16 +188,8 @@ static void workers_new(struct run *rn)
 		bench_die("out of memory");
 	memset(rn->ws, 0, sizeof(*rn->ws) * rn->n);
 	for (unsigned i = 0; i < rn->n; i++) {
-		struct worker *w = &rn->ws[i];
-		w->sh = &rn->sh;
-		w->writer = i < rn->nw;
-		w->idx = w->writer ? i : i - rn->nw;
-		w->fd = -1;
-		atomic_init(&w->progress, 0);
-		if (w->writer)
-			writer_setup(rn, w, node);
-		else
-			reader_setup(rn, w, node);
+		bench_worker_plan(rn, &rn->ws[i], i);
+		bench_worker_alloc(rn, &rn->ws[i], node);
 	}
 }
 
@@ -294,16 +282,17 @@ static void join_threads(struct run *rn)
 {
 	struct shared *sh = &rn->sh;
 	struct timespec deadline;
-	/* A library that loses a wakeup would hang us: bound every run. */
-	double tmo = rn->o->timeout > 0 ? rn->o->timeout : 60.0 + (double)rn->bytes / 10e6;
+	double tmo = bench_run_timeout(rn);
 
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
 	deadline.tv_sec += (time_t)tmo;
 	pthread_mutex_lock(&sh->mu);
 	while (sh->done < rn->n) {
 		int e = pthread_cond_timedwait(&sh->cv, &sh->mu, &deadline);
-		if (e == ETIMEDOUT && sh->done < rn->n)
-			watchdog_fail(rn, tmo);
+		if (e == ETIMEDOUT && sh->done < rn->n) {
+			bench_hung(rn, tmo);
+			exit(1);
+		}
 	}
 	pthread_mutex_unlock(&sh->mu);
 	for (unsigned i = 0; i < rn->n; i++) {
@@ -429,23 +418,36 @@ static int run_once(const struct opts *o, const struct env *env, enum transport 
 	rn.n = rn.nw + (kind == RUN_VERIFY ? 1 : o->readers);
 	memset(out, 0, sizeof(*out));
 	shared_init(&rn);
-	workers_new(&rn);
-	if (t == T_KERNEL)
-		open_kernel_ends(&rn);
-	else
-		open_uring_ends(&rn);
-	start_threads(&rn);
-	join_threads(&rn);
+	if (o->processes) {
+		bench_proc_run(&rn);
+	} else {
+		workers_new(&rn);
+		if (t == T_KERNEL)
+			open_kernel_ends(&rn);
+		else
+			open_uring_ends(&rn);
+		start_threads(&rn);
+		join_threads(&rn);
+	}
 	shared_destroy(&rn);
 
 	rc = sum_workers(&rn, out);
-	if (is_up(t) && rc == 0)
+	if (is_up(t) && rc == 0 && !o->processes)
 		rc = read_stats(&rn, out);
-	for (unsigned i = 0; i < rn.n; i++)
+	if (is_up(t) && rc == 0 && o->processes && bench_proc_stats(&rn, &out->st)) {
+		out->have_st = true;
+		out->syscalls = out->st.syscalls;
+	}
+	/* A worker process closed its own ends; their pointers and fds here
+	 * are its, not ours. */
+	for (unsigned i = 0; i < rn.n && !o->processes; i++)
 		bench_close_end(&rn.ws[i]);
 	if (kind == RUN_TIMED)
 		sum_latency(&rn, out);
-	workers_free(&rn);
+	if (o->processes)
+		bench_proc_free(&rn);
+	else
+		workers_free(&rn);
 
 	if (rc == 0 && o->verbose)
 		log_run(&rn, out);

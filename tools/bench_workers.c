@@ -38,6 +38,16 @@ void bench_pattern_fill(unsigned char *dst, uint64_t off, size_t n, uint64_t key
 
 static ssize_t zc_write(struct worker *w, const unsigned char *p, size_t n);
 
+/* Every worker of a run starts at once: threads at the barrier, worker
+ * processes (--processes) at the gate the parent opens. */
+static void start_line(struct worker *w)
+{
+	if (w->sh->gate)
+		bench_gate_pass(w->sh->gate, GATE_GO);
+	else
+		pthread_barrier_wait(&w->sh->bar);
+}
+
 /* write() or read() on the kernel pipe. An interrupted call is retried
  * and counted: it was a system call too. */
 static ssize_t kernel_rw(struct worker *w, bool wr, void *p, size_t n)
@@ -114,7 +124,7 @@ static void writer_main(struct worker *w)
 	const struct shared *sh = w->sh;
 	uint64_t left = w->quota, countdown = 0;
 
-	pthread_barrier_wait(&w->sh->bar);
+	start_line(w);
 	clock_gettime(CLOCK_MONOTONIC, &w->t0);
 	while (left > 0) {
 		size_t n = left < sh->size ? (size_t)left : sh->size;
@@ -229,7 +239,7 @@ static void reader_main(struct worker *w)
 {
 	const struct shared *sh = w->sh;
 
-	pthread_barrier_wait(&w->sh->bar);
+	start_line(w);
 	clock_gettime(CLOCK_MONOTONIC, &w->t0);
 	if (sh->t == T_URING_ZC) {
 		zc_reader(w);

@@ -7,6 +7,8 @@
  *                  summary, exit codes;
  *   cat_cli.c      option parsing, --help and --version;
  *   cat_pump.c     the copy loop: reader thread -> uringpipe -> writer thread;
+ *   cat_named.c    --to and --from: one side of the pump each, the pipe
+ *                  served at a name or got from it;
  *   cat_io.c       file I/O for the pump: one small io_uring per thread, or
  *                  readv/writev where io_uring is refused or disabled;
  *   cat_progress.c the pv-like progress line;
@@ -39,7 +41,9 @@ enum {
 	CAT_EXIT_INPUT = 1,  /* an input could not be opened or read */
 	CAT_EXIT_USAGE = 2,  /* bad option, bad size */
 	CAT_EXIT_OUTPUT = 3, /* writing stdout failed (or EPIPE with SIGPIPE ignored) */
-	CAT_EXIT_PIPE = 4,   /* uringpipe itself failed (create, open, -EPROTO) */
+	CAT_EXIT_PIPE = 4,   /* uringpipe itself failed (create, open, -EPROTO);
+			      * --from: nothing listened at NAME in time;
+			      * --to: NAME is taken */
 };
 
 /* ------------------------------------------------------------- cat_cli.c */
@@ -48,6 +52,10 @@ struct cat_opts {
 	uint64_t capacity, page_size, size;
 	int node;
 	bool have_size, quiet, progress, json, no_uring;
+	const char *to;   /* --to NAME: serve the pipe there, no writer thread */
+	const char *from; /* --from NAME: read the pipe from there, no reader thread */
+	unsigned mode;    /* --mode, the listener's permission bits (0600) */
+	int wait_ms;      /* --wait in ms: -1 for ever (default), 0 a single try */
 	char **files;
 	int nfiles;
 };
@@ -62,13 +70,24 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o);
 
 struct up_end;
 
+/*
+ * Which threads a pump runs: both (the plain copy), or one side of it:
+ * --to has only the reader thread (inputs -> pipe), --from only the writer
+ * thread (pipe -> stdout); the other side is another process.
+ */
+enum cat_side { CAT_BOTH, CAT_TO, CAT_FROM };
+
 struct cat_pump {
 	const struct cat_opts *o;
+	enum cat_side side;
 	struct up_end *rd, *wr;
 	bool sigpipe_default; /* SIGPIPE was SIG_DFL and unblocked at start */
 	/* Relaxed counters: read by the progress loop for display only. */
 	_Atomic uint64_t in_bytes, out_bytes;
 	int input_errors;  /* reader thread only, read after join */
+	bool peer_gone;    /* reader thread only (CAT_TO): every reader left, -EPIPE */
+	double first_out;  /* writer thread only: cat_mono() after the first byte
+			    * reached stdout, 0 before */
 	int out_err;       /* writer thread only, read after join: -errno */
 	int pipe_err;      /* either thread, first uringpipe failure */
 	const char *pipe_err_where;
@@ -81,14 +100,58 @@ struct cat_pump {
 
 /* cat_pump_init - an idle pump for @o; also ignores SIGPIPE from here on,
  * remembering whether it was at its default (see cat_pump.c). The caller
- * opens pm->rd and pm->wr on one pipe before cat_pump_start(). */
+ * opens the ends of its side before cat_pump_start(): pm->rd and pm->wr on
+ * one pipe (CAT_BOTH), pm->wr (CAT_TO) or pm->rd (CAT_FROM). With CAT_TO
+ * the reader thread leaves pm->wr open when the inputs are done: the caller
+ * decides when the stream ends (cat_to_linger) and closes it. */
 void cat_pump_init(struct cat_pump *pm, const struct cat_opts *o);
-/* cat_pump_start - starts both threads. 0, or pthread_create's error. */
+/* cat_pump_start - starts the threads of its side. 0, or pthread_create's
+ * error. */
 int cat_pump_start(struct cat_pump *pm);
 /* cat_pump_wait - until both threads are done, then joins them. Calls @tick
  * (unless NULL) every half second meanwhile, without the pump's lock held. */
 void cat_pump_wait(struct cat_pump *pm, void (*tick)(void *arg), void *arg);
 void cat_pump_destroy(struct cat_pump *pm);
+
+/* ----------------------------------------------------------- cat_named.c */
+
+struct up_pipe;
+struct up_listener;
+
+/* What cat_main.c's --json adds for --to and --from; seconds from @t0, the
+ * start of the process. */
+struct cat_named_info {
+	double t0;
+	double ready;        /* listening (--to) or connected (--from) */
+	double last_reader;  /* --to: no reader left, the listener closed */
+	bool reader_came;    /* --to: a reader had the pipe open */
+};
+
+/*
+ * cat_to_listen - serve @p, whose writer end pm->wr is, at o->to with
+ * o->mode. Returns CAT_EXIT_OK and
+ * *l, or says why not (a name in use, a bad directory...) and returns the
+ * exit status. Also sets up the removal of a path name on SIGINT, SIGTERM
+ * and SIGHUP, until cat_to_close().
+ */
+int cat_to_listen(const struct cat_opts *o, struct cat_pump *pm, struct up_pipe *p,
+		  struct up_listener **l);
+/*
+ * cat_to_linger - after the inputs: hold pm->wr open until a reader has
+ * the pipe open (as a FIFO writer's open(2) waits for one), close it (the
+ * readers' end of stream), then keep serving @l until no reader is left.
+ * Returns at once, closing pm->wr, if the pump failed or the readers left.
+ */
+void cat_to_linger(struct cat_pump *pm, struct up_pipe *p, struct cat_named_info *ni);
+/* cat_to_close - close @l (the name goes away) and undo cat_to_listen's
+ * signal handlers. NULL is accepted. */
+void cat_to_close(struct up_listener *l);
+/*
+ * cat_from_connect - get the pipe served at o->from, waiting o->wait_ms for
+ * it, and open pm->rd on it. Returns CAT_EXIT_OK and *p, or says why not
+ * and returns the exit status (CAT_EXIT_PIPE after --wait ran out).
+ */
+int cat_from_connect(const struct cat_opts *o, struct cat_pump *pm, struct up_pipe **p);
 
 /* -------------------------------------------------------- cat_progress.c */
 

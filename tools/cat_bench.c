@@ -24,6 +24,9 @@
  *   3. --repeat timed runs, alternating kernel, uringpipe, kernel, ... so a
  *      slow phase of the (virtual) machine hits both; the median is reported.
  *
+ * With --processes every writer and reader is a process of its own and the
+ * pipes are met by name, as unrelated programs would (bench_proc.c).
+ *
  * This file is the mode's entry: it probes, runs every configuration and
  * prints as it goes; bench.h lists the other parts.
  */
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -41,15 +45,22 @@ const char *const bench_tname[T_COUNT] = {"kernel", "uringpipe", "uringpipe_zc"}
 static const unsigned sweep_w[] = {1, 2, 5};
 static const unsigned sweep_r[] = {1, 5, 10};
 
+bool bench_in_child;
+
 void bench_die(const char *fmt, ...)
 {
 	va_list ap;
-	fflush(stdout);
+	if (!bench_in_child)
+		fflush(stdout); /* a child's copy of the buffer is the parent's to print */
 	fputs(BENCH_PFX, stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	if (bench_in_child) {
+		fflush(stderr);
+		_exit(1); /* not the parent's atexit(): stress-ng, the FIFO directory */
+	}
 	exit(1);
 }
 

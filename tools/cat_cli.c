@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,10 +27,14 @@ static void usage(FILE *f)
 {
 	fputs(
 "usage: " CAT_PROG " [OPTION]... [FILE]...\n"
+"       " CAT_PROG " --to NAME [OPTION]... [FILE]...\n"
+"       " CAT_PROG " --from NAME [OPTION]...\n"
 "       " CAT_PROG " --bench [BENCH OPTION]...   (see " CAT_PROG " --bench --help)\n"
 "Concatenate FILEs (or standard input; '-' is standard input) to standard\n"
 "output through a uringpipe shared-memory pipe between a reading thread and\n"
 "a writing thread; file I/O goes through io_uring where the kernel allows.\n"
+"With --to the pipe is served at NAME instead, for --from in another\n"
+"process to read, as a FIFO is between `cat FILE > FIFO` and `cat FIFO`.\n"
 "\n"
 "  -B, --buffer SIZE     pipe capacity (default 8M; 8K .. 1G)\n"
 "      --page-size SIZE  bytes per pipe page (default 64K; power of two,\n"
@@ -40,6 +46,15 @@ static void usage(FILE *f)
 "                        (default: the sum of the inputs if all are regular\n"
 "                        files)\n"
 "      --json            print a JSON summary on stderr at the end\n"
+"      --to NAME         write the inputs into a pipe served at NAME (a path,\n"
+"                        or @NAME in the abstract namespace); stays until the\n"
+"                        inputs are written, a reader came and no reader is\n"
+"                        left (see " CAT_PROG "(1))\n"
+"      --mode OCTAL      --to: who may connect, as a FIFO's mode (default 600)\n"
+"      --from NAME       read the pipe served at NAME to standard output, until\n"
+"                        end of stream; several readers share the stream\n"
+"      --wait SECONDS    --from: wait at most SECONDS for NAME (default: for\n"
+"                        ever; 0: a single try; fractions allowed)\n"
 "      --no-uring        use readv/writev for file I/O (also UPCAT_NO_URING=1;\n"
 "                        UP_FORCE_FUTEX=1 also disables the io_uring waker)\n"
 "      --bench           compare uringpipe with kernel pipes instead\n"
@@ -51,9 +66,11 @@ static void usage(FILE *f)
 "\n"
 "Exit status: 0 all inputs copied; 1 some input could not be opened or read\n"
 "(the others were still copied); 2 bad usage; 3 writing standard output\n"
-"failed; 4 the uringpipe failed. When the reader of standard output goes away\n"
-"the tool ends like cat, killed by SIGPIPE (status 141 in the shell), unless\n"
-"SIGPIPE was ignored by the caller: then it is a write error (status 3).\n",
+"failed; 4 the uringpipe failed, or (--from) nothing listened at NAME within\n"
+"--wait, or (--to) NAME is taken. When the reader of standard output (with\n"
+"--to: every reader of NAME) goes away the tool ends like cat, killed by\n"
+"SIGPIPE (status 141 in the shell), unless SIGPIPE was ignored by the caller:\n"
+"then it is a write error (status 3).\n",
 	      f);
 }
 
@@ -87,6 +104,42 @@ static uint64_t size_arg(const char *opt, const char *arg, uint64_t lo, uint64_t
 	return v;
 }
 
+/* A name for up_listen/up_connect: what fits a sockaddr_un (107 bytes of
+ * path, or '@' and 1 to 107 bytes). The library checks again; this is for
+ * a message that names the option. */
+static const char *name_arg(const char *opt, const char *arg)
+{
+	size_t n = strlen(arg);
+
+	if (n == 0)
+		bad_usage("%s: empty name", opt);
+	if (strcmp(arg, "@") == 0)
+		bad_usage("%s: '@' needs a name after it (@NAME: the abstract namespace)", opt);
+	if (n - (arg[0] == '@') > 107)
+		bad_usage("%s: '%.40s...' is too long for a socket name (107 bytes at most)", opt,
+			  arg);
+	if (arg[0] != '@' && arg[n - 1] == '/')
+		bad_usage("%s: '%s' is a directory name, not a name to listen at", opt, arg);
+	return arg;
+}
+
+/* --wait: decimal seconds (fractions allowed) into milliseconds, rounded up
+ * so that a positive wait never becomes the single try of 0. */
+static int wait_arg(const char *arg)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = (*arg >= '0' && *arg <= '9') || *arg == '.' ? strtod(arg, &end) : -1.0;
+	if (v < 0 || errno || *end != '\0' || !isfinite(v))
+		bad_usage("--wait: '%s' is not a number of seconds (0: a single try)", arg);
+	if (v > INT_MAX / 1000)
+		bad_usage("--wait: '%s' is too long (at most %d s; leave --wait out to wait for"
+			  " ever)", arg, INT_MAX / 1000);
+	return (int)ceil(v * 1000.0);
+}
+
 static void print_version(void)
 {
 	struct up_pipe *p = NULL;
@@ -110,7 +163,7 @@ static void print_version(void)
 
 void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 {
-	enum { O_PAGE = 256, O_NODE, O_JSON, O_NO_URING };
+	enum { O_PAGE = 256, O_NODE, O_JSON, O_NO_URING, O_TO, O_FROM, O_MODE, O_WAIT };
 	static const struct option lo[] = {
 		{"buffer", required_argument, NULL, 'B'},
 		{"page-size", required_argument, NULL, O_PAGE},
@@ -120,10 +173,15 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 		{"size", required_argument, NULL, 's'},
 		{"json", no_argument, NULL, O_JSON},
 		{"no-uring", no_argument, NULL, O_NO_URING},
+		{"to", required_argument, NULL, O_TO},
+		{"from", required_argument, NULL, O_FROM},
+		{"mode", required_argument, NULL, O_MODE},
+		{"wait", required_argument, NULL, O_WAIT},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
+	const char *pipe_opt = NULL, *mode_opt = NULL, *wait_opt = NULL;
 	uint64_t v;
 	int c;
 
@@ -131,18 +189,23 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 	o->capacity = CAT_DEFAULT_CAPACITY;
 	o->page_size = CAT_DEFAULT_PAGE;
 	o->node = -1;
+	o->mode = 0600;
+	o->wait_ms = -1;
 	opterr = 0; /* our own messages, naming the option */
 	while ((c = getopt_long(argc, argv, ":B:pqs:hV", lo, NULL)) != -1) {
 		switch (c) {
 		case 'B':
+			pipe_opt = "-B/--buffer";
 			o->capacity = size_arg("--buffer", optarg, 8 * KiB, GiB);
 			break;
 		case O_PAGE:
+			pipe_opt = "--page-size";
 			o->page_size = size_arg("--page-size", optarg, 4 * KiB, MiB);
 			if (o->page_size & (o->page_size - 1))
 				bad_usage("--page-size: '%s' is not a power of two", optarg);
 			break;
 		case O_NODE:
+			pipe_opt = "--node";
 			if (cat_parse_uint(optarg, &v, 10) < 0 || v > 4095)
 				bad_usage("--node: '%s' is not a NUMA node number", optarg);
 			o->node = (int)v;
@@ -163,6 +226,25 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 		case O_NO_URING:
 			o->no_uring = true;
 			break;
+		case O_TO:
+			o->to = name_arg("--to", optarg);
+			break;
+		case O_FROM:
+			o->from = name_arg("--from", optarg);
+			break;
+		case O_MODE:
+			/* As chmod and mkfifo -m take it: octal digits only. */
+			if (cat_parse_uint(optarg, &v, 8) < 0 || v > 0777)
+				bad_usage("--mode: '%s' is not an octal mode of 0 .. 777", optarg);
+			if (v == 0)
+				bad_usage("--mode: '%s' lets nobody connect (root excepted)", optarg);
+			o->mode = (unsigned)v;
+			mode_opt = optarg;
+			break;
+		case O_WAIT:
+			o->wait_ms = wait_arg(optarg);
+			wait_opt = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -182,4 +264,16 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 			  o->page_size);
 	o->files = argv + optind;
 	o->nfiles = argc - optind;
+	if (o->to && o->from)
+		bad_usage("--to and --from exclude each other: one process writes, the other"
+			  " reads");
+	if (o->from && o->nfiles)
+		bad_usage("--from takes no FILE ('%s'): it copies NAME to standard output",
+			  o->files[0]);
+	if (o->from && pipe_opt)
+		bad_usage("--from: %s belongs to the side that makes the pipe (--to)", pipe_opt);
+	if (mode_opt && !o->to)
+		bad_usage("--mode %s: only --to listens at a name", mode_opt);
+	if (wait_opt && !o->from)
+		bad_usage("--wait %s: only --from waits for a name", wait_opt);
 }

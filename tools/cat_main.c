@@ -3,9 +3,11 @@
  * cat_main.c - uringpipe-cat: cat(1) with a uringpipe in the middle, pv-like
  * progress, and (--bench) the comparison with kernel pipes.
  *
- * This file sets up a run and reports on it: it creates the pipe, starts the
- * pump (cat_pump.c), draws progress while it waits, then prints the --json
- * summary and picks the exit status. The options are parsed in cat_cli.c.
+ * This file sets up a run and reports on it: it creates the pipe (or, with
+ * --to, serves it at a name; with --from, gets it from one: cat_named.c),
+ * starts the pump (cat_pump.c), draws progress while it waits, then prints
+ * the --json summary and picks the exit status. The options are parsed in
+ * cat_cli.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "uringpipe.h"
@@ -76,17 +80,68 @@ static void occupy_std_fds(void)
 	}
 }
 
-static void print_json(const struct cat_pump *pm, const struct up_stats *st, bool have_st,
-		       double secs, int status, size_t cap, size_t page, bool known, uint64_t total)
+/* The bytes the run is about: what went into the pipe with --to, else what
+ * came out of it to stdout. */
+static const _Atomic uint64_t *moved_bytes(const struct cat_pump *pm)
 {
-	uint64_t out = atomic_load_explicit(&pm->out_bytes, memory_order_relaxed);
+	return pm->side == CAT_TO ? &pm->in_bytes : &pm->out_bytes;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20 || c == 0x7f)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+/* --to and --from: the name, the role and when things happened, in seconds
+ * from the start of the process; started_at (CLOCK_REALTIME) lets two
+ * processes' figures be put on one time line. */
+static void print_json_named(const struct cat_pump *pm, const struct cat_named_info *ni,
+			     double started_at)
+{
+	const struct cat_opts *o = pm->o;
+
+	fprintf(stderr, ",\"role\":\"%s\",\"name\":", pm->side == CAT_TO ? "to" : "from");
+	json_str(stderr, pm->side == CAT_TO ? o->to : o->from);
+	fprintf(stderr, ",\"started_at\":%.6f,\"%s\":%.6f", started_at,
+		pm->side == CAT_TO ? "listening_seconds" : "connected_seconds", ni->ready - ni->t0);
+	if (pm->side == CAT_FROM) {
+		fprintf(stderr, ",\"wait_ms\":%d,\"first_byte_seconds\":", o->wait_ms);
+		if (pm->first_out > 0)
+			fprintf(stderr, "%.6f", pm->first_out - ni->t0);
+		else
+			fputs("null", stderr);
+	} else {
+		fprintf(stderr, ",\"mode\":\"%04o\",\"reader_came\":%s,\"done_seconds\":%.6f",
+			o->mode, ni->reader_came ? "true" : "false",
+			(ni->last_reader > 0 ? ni->last_reader : cat_mono()) - ni->t0);
+	}
+}
+
+static void print_json(const struct cat_pump *pm, const struct up_stats *st, bool have_st,
+		       double secs, int status, size_t cap, size_t page, bool known, uint64_t total,
+		       const struct cat_named_info *ni, double started_at)
+{
+	uint64_t out = atomic_load_explicit(moved_bytes(pm), memory_order_relaxed);
+	int inputs = pm->side == CAT_FROM ? 0 : pm->o->nfiles ? pm->o->nfiles : 1;
 
 	fprintf(stderr, "{\"tool\":\"" CAT_PROG "\",\"version\":\"%s\",\"bytes\":%" PRIu64
 		",\"seconds\":%.6f,\"mb_per_s\":%.3f,\"inputs\":%d,\"input_errors\":%d,"
 		"\"exit\":%d,\"capacity\":%zu,\"page_size\":%zu,\"file_io\":\"%s\"",
 		UP_VERSION_STRING, out, secs, secs > 0 ? (double)out / secs / 1e6 : 0.0,
-		pm->o->nfiles ? pm->o->nfiles : 1, pm->input_errors, status, cap, page,
+		inputs, pm->input_errors, status, cap, page,
 		pm->io_name[0] ? pm->io_name : "none");
+	if (pm->side != CAT_BOTH)
+		print_json_named(pm, ni, started_at);
 	if (known)
 		fprintf(stderr, ",\"expected_size\":%" PRIu64, total);
 	if (have_st)
@@ -98,8 +153,9 @@ static void print_json(const struct cat_pump *pm, const struct up_stats *st, boo
 	fputs("}\n", stderr);
 }
 
-/* Creates the pipe and opens both of its ends for the pump. Returns
- * CAT_EXIT_OK, or says why not and returns the exit status. */
+/* Creates the pipe and opens the ends of the pump's side (both, or the
+ * writer end for --to). Returns CAT_EXIT_OK, or says why not and returns
+ * the exit status. */
 static int open_pipe(const struct cat_opts *o, struct cat_pump *pm, struct up_pipe **p)
 {
 	struct up_config cfg;
@@ -110,7 +166,7 @@ static int open_pipe(const struct cat_opts *o, struct cat_pump *pm, struct up_pi
 	cfg.page_size = (size_t)o->page_size;
 	cfg.numa_node = o->node;
 	r = up_pipe_create(&cfg, p);
-	if (r == 0)
+	if (r == 0 && pm->side == CAT_BOTH)
 		r = up_open(*p, UP_RD, &pm->rd);
 	if (r == 0)
 		r = up_open(*p, UP_WR, &pm->wr);
@@ -133,7 +189,7 @@ struct progress {
 
 static void draw_progress(const struct progress *pg, double el, bool final)
 {
-	uint64_t b = atomic_load_explicit(&pg->pm->out_bytes, memory_order_relaxed);
+	uint64_t b = atomic_load_explicit(moved_bytes(pg->pm), memory_order_relaxed);
 
 	cat_progress_line(b, el, el > 0 ? (double)b / el : 0.0, pg->known, pg->total, pg->tty,
 			  final);
@@ -162,6 +218,30 @@ static int run_status(const struct cat_pump *pm)
 		fprintf(stderr, CAT_PROG ": write error: %s\n", strerror(-pm->out_err));
 		status = CAT_EXIT_OUTPUT;
 	}
+	if (pm->peer_gone) {
+		/* --to: what the plain copy does when stdout's reader goes. */
+		fprintf(stderr, CAT_PROG ": --to %s: write error: %s (every reader left)\n",
+			pm->o->to, strerror(EPIPE));
+		status = CAT_EXIT_OUTPUT;
+	}
+	return status;
+}
+
+/* Sets up the side of the pump that the options ask for: the pipe and both
+ * ends; or the pipe, its writer end and the listener (--to); or the pipe
+ * from the name and a reader end (--from). */
+static int setup(const struct cat_opts *o, struct cat_pump *pm, struct up_pipe **p,
+		 struct up_listener **l, struct cat_named_info *ni)
+{
+	int status;
+
+	if (pm->side == CAT_FROM)
+		status = cat_from_connect(o, pm, p);
+	else
+		status = open_pipe(o, pm, p);
+	if (status == CAT_EXIT_OK && pm->side == CAT_TO)
+		status = cat_to_listen(o, pm, *p, l);
+	ni->ready = cat_mono();
 	return status;
 }
 
@@ -170,12 +250,16 @@ int main(int argc, char **argv)
 	struct cat_opts o;
 	struct cat_pump pm;
 	struct up_pipe *p = NULL;
+	struct up_listener *l = NULL;
+	struct cat_named_info ni = {.t0 = cat_mono()};
 	struct up_stats st;
 	struct progress pg;
+	struct timespec rt;
 	bool show, have_st;
 	double secs;
 	int r, status;
 
+	clock_gettime(CLOCK_REALTIME, &rt);
 	occupy_std_fds();
 	/* --bench anywhere before "--" selects the other mode; the rest of
 	 * the arguments are its own. */
@@ -188,7 +272,7 @@ int main(int argc, char **argv)
 
 	cat_parse_args(argc, argv, &o);
 	cat_pump_init(&pm, &o);
-	status = open_pipe(&o, &pm, &p);
+	status = setup(&o, &pm, &p, &l, &ni);
 	if (status != CAT_EXIT_OK)
 		return status;
 
@@ -196,25 +280,39 @@ int main(int argc, char **argv)
 	pg.pm = &pm;
 	pg.tty = isatty(STDERR_FILENO) == 1;
 	show = !o.quiet && (o.progress || pg.tty);
-	pg.known = o.have_size || known_total(&o, &pg.total);
+	pg.known = o.have_size || (pm.side != CAT_FROM && known_total(&o, &pg.total));
 	if (o.have_size)
 		pg.total = o.size;
 
 	pg.t0 = cat_mono();
 	if ((r = cat_pump_start(&pm)) != 0) {
 		fprintf(stderr, CAT_PROG ": pthread_create: %s\n", strerror(r));
+		cat_to_close(l);
 		return CAT_EXIT_PIPE; /* a started thread would block on a dead pipe */
 	}
 	cat_pump_wait(&pm, show ? progress_tick : NULL, &pg);
 	secs = cat_mono() - pg.t0;
 	if (show)
 		draw_progress(&pg, secs, true);
+	if (pm.side == CAT_TO)
+		cat_to_linger(&pm, p, &ni);
+	if (pm.peer_gone) {
+		/* --to without a reader left: as the plain copy without one
+		 * on stdout, and the name removed first. */
+		cat_to_close(l);
+		l = NULL;
+		if (pm.sigpipe_default) {
+			signal(SIGPIPE, SIG_DFL);
+			raise(SIGPIPE);
+		}
+	}
 
 	status = run_status(&pm);
 	have_st = up_stats(p, &st) == 0;
 	if (o.json)
 		print_json(&pm, &st, have_st, secs, status, up_capacity(p), up_page_size(p), pg.known,
-			   pg.total);
+			   pg.total, &ni, (double)rt.tv_sec + (double)rt.tv_nsec / 1e9);
+	cat_to_close(l);
 	up_pipe_release(p);
 	cat_pump_destroy(&pm);
 	return status;

@@ -11,6 +11,9 @@
  * The caller only waits: cat_pump_wait() sleeps on a condition variable with
  * a timeout, so a run without progress to draw costs no wakeups.
  *
+ * --to and --from run one thread each (enum cat_side): the pipe's other
+ * side is another process that met us by name (cat_named.c).
+ *
  * SIGPIPE: a library must not raise it, and io_uring may perform a write on
  * a kernel worker thread, where who gets the signal is not obvious. So the
  * pump ignores SIGPIPE for the run and turns -EPIPE from stdout back into
@@ -56,6 +59,15 @@ static void thread_done(struct cat_pump *pm)
 	pthread_mutex_unlock(&pm->mu);
 }
 
+/* -EPIPE from the writer end: with both threads the writer thread stopped
+ * and says why; with --to every reader of the name left, which is ours to
+ * report. */
+static void write_end_gone(struct cat_pump *pm)
+{
+	if (pm->side == CAT_TO)
+		pm->peer_gone = true;
+}
+
 /* Copy one input into the pipe. Returns false when the output side is gone
  * (or the pipe broke): then no further input is worth opening. */
 static bool pump_file(struct cat_pump *pm, struct cat_io *io, int fd, const char *name)
@@ -69,8 +81,10 @@ static bool pump_file(struct cat_pump *pm, struct cat_io *io, int fd, const char
 		ssize_t r;
 		int c;
 
-		if (n == -EPIPE)
-			return false; /* the writer thread stopped: it says why */
+		if (n == -EPIPE) {
+			write_end_gone(pm);
+			return false;
+		}
 		if (n < 0) {
 			set_pipe_err(pm, (int)n, "up_reserve");
 			return false;
@@ -85,8 +99,10 @@ static bool pump_file(struct cat_pump *pm, struct cat_io *io, int fd, const char
 			return true;
 		}
 		c = up_commit(pm->wr, (size_t)r);
-		if (c == -EPIPE)
+		if (c == -EPIPE) {
+			write_end_gone(pm);
 			return false;
+		}
 		if (c < 0) {
 			set_pipe_err(pm, c, "up_commit");
 			return false;
@@ -108,6 +124,8 @@ static void *reader_thread(void *arg)
 		set_pipe_err(pm, -ENOMEM, "cat_io_open");
 		goto out;
 	}
+	if (pm->side == CAT_TO) /* no writer thread to say it */
+		snprintf(pm->io_name, sizeof(pm->io_name), "%s", cat_io_name(io));
 	for (int i = 0; i < nfiles; i++) {
 		const char *name = files[i];
 		bool is_stdin = strcmp(name, "-") == 0;
@@ -129,8 +147,10 @@ static void *reader_thread(void *arg)
 	}
 out:
 	cat_io_close(io);
-	up_close(pm->wr); /* the writer thread's EOF */
-	pm->wr = NULL;
+	if (pm->side != CAT_TO) {
+		up_close(pm->wr); /* the writer thread's EOF */
+		pm->wr = NULL;
+	}
 	thread_done(pm);
 	return NULL;
 }
@@ -175,6 +195,8 @@ static void *writer_thread(void *arg)
 			set_pipe_err(pm, c, "up_consume");
 			break;
 		}
+		if (pm->first_out == 0)
+			pm->first_out = cat_mono();
 		atomic_fetch_add_explicit(&pm->out_bytes, (uint64_t)w, memory_order_relaxed);
 	}
 out:
@@ -203,6 +225,7 @@ void cat_pump_init(struct cat_pump *pm, const struct cat_opts *o)
 {
 	memset(pm, 0, sizeof(*pm));
 	pm->o = o;
+	pm->side = o->to ? CAT_TO : o->from ? CAT_FROM : CAT_BOTH;
 	pm->sigpipe_default = sigpipe_is_default();
 	signal(SIGPIPE, SIG_IGN);
 	pthread_mutex_init(&pm->mu, NULL);
@@ -213,9 +236,12 @@ int cat_pump_start(struct cat_pump *pm)
 {
 	int r;
 
-	pm->running = 2;
-	if ((r = pthread_create(&pm->rt, NULL, reader_thread, pm)) != 0 ||
-	    (r = pthread_create(&pm->wt, NULL, writer_thread, pm)) != 0)
+	/* Counted before either starts: a thread that ends at once must not
+	 * find the count at 0 while the other is still to come. */
+	pm->running = pm->side == CAT_BOTH ? 2 : 1;
+	if (pm->side != CAT_FROM && (r = pthread_create(&pm->rt, NULL, reader_thread, pm)) != 0)
+		return r;
+	if (pm->side != CAT_TO && (r = pthread_create(&pm->wt, NULL, writer_thread, pm)) != 0)
 		return r;
 	return 0;
 }
@@ -240,8 +266,10 @@ void cat_pump_wait(struct cat_pump *pm, void (*tick)(void *arg), void *arg)
 		}
 	}
 	pthread_mutex_unlock(&pm->mu);
-	pthread_join(pm->rt, NULL);
-	pthread_join(pm->wt, NULL);
+	if (pm->side != CAT_FROM)
+		pthread_join(pm->rt, NULL);
+	if (pm->side != CAT_TO)
+		pthread_join(pm->wt, NULL);
 }
 
 void cat_pump_destroy(struct cat_pump *pm)

@@ -45,6 +45,19 @@ same_file() {
 
 have_python() { command -v python3 >/dev/null 2>&1; }
 
+# json_get KEY FILE: the value of "KEY" in a one-line JSON object (a number,
+# true/false/null, or a string without its quotes); empty if absent. Enough
+# for the flat summaries of uringpipe-cat --json, and needs no python3.
+json_get() {
+	sed -n "s/.*\"$1\":\(\"[^\"]*\"\|[^,}]*\).*/\1/p" "$2" | head -1 | tr -d '"'
+}
+
+# now_s: seconds on the wall clock, with nanoseconds.
+now_s() { date +%s.%N; }
+
+# fcmp A OP B: floating-point comparison (awk), e.g. fcmp "$x" '<' 0.5
+fcmp() { awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; }
+
 # json_valid FILE: python3 if present; else a minimal structural check (one
 # top-level object, balanced braces/brackets outside strings) so CI images
 # without python3 still catch truncated or garbled output.

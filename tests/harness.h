@@ -135,6 +135,20 @@ static HARNESS_UNUSED char harness_tid_state(pid_t tid)
 	return (p && p[1] == ' ') ? p[2] : 0;
 }
 
+/* Wait (bounded: 10 s, then fail) until the thread whose id *@tid will hold
+ * (0 until it starts) sleeps in the kernel. */
+static HARNESS_UNUSED void harness_wait_asleep(_Atomic pid_t *tid)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (atomic_load(tid) == 0 || harness_tid_state(atomic_load(tid)) != 'S') {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		CHECK(t.tv_sec - t0.tv_sec < 10);
+		sched_yield();
+	}
+}
+
 /* A thread that makes one up_write() of the string @buf, having published
  * its thread id first, so that a test can see it asleep in the kernel
  * (harness_tid_state()) before it acts. */

@@ -115,17 +115,6 @@ static void *blocked_read_main(void *arg)
 	return NULL;
 }
 
-/* Wait (bounded) until thread @tid sleeps in the kernel. */
-static void wait_asleep(_Atomic pid_t *tid)
-{
-	double until = harness_now() + 10;
-
-	while (atomic_load(tid) == 0 || harness_tid_state(atomic_load(tid)) != 'S') {
-		CHECK(harness_now() < until);
-		sched_yield();
-	}
-}
-
 /* A reader that opens before any writer waits for one: a non-blocking read
  * says -EAGAIN, a blocking one sleeps until the first writer's data, and end
  * of stream comes only once that writer has closed. */
@@ -140,7 +129,7 @@ static void reader_before_any_writer_waits(void)
 
 	CHECK_EQ(up_read(rnb, &c, 1), -EAGAIN);
 	CHECK_EQ(pthread_create(&t, NULL, blocked_read_main, &b), 0);
-	wait_asleep(&b.tid);
+	harness_wait_asleep(&b.tid);
 	CHECK_EQ(up_read(rnb, &c, 1), -EAGAIN); /* still no writer: not EOF */
 	w = mk_end(p, UP_WR);
 	CHECK_EQ(up_write(w, "hello", 5), 5);

@@ -27,17 +27,6 @@ static void *blocked_main(void *arg)
 	return NULL;
 }
 
-/* Wait (bounded) until thread @tid sleeps in the kernel. */
-static void wait_asleep(_Atomic pid_t *tid)
-{
-	double until = harness_now() + 10;
-
-	while (atomic_load(tid) == 0 || harness_tid_state(atomic_load(tid)) != 'S') {
-		CHECK(harness_now() < until);
-		sched_yield();
-	}
-}
-
 static void read_times_out(void)
 {
 	struct up_pipe *p = mk_pipe(64 * KiB, 4096);
@@ -148,7 +137,7 @@ static void wakeup_ends_blocked_calls(void)
 	double t0;
 
 	CHECK_EQ(pthread_create(&t, NULL, blocked_main, &br), 0);
-	wait_asleep(&br.tid);
+	harness_wait_asleep(&br.tid);
 	t0 = harness_now();
 	CHECK_OK(up_wakeup(r));
 	CHECK_EQ(pthread_join(t, NULL), 0);
@@ -157,7 +146,7 @@ static void wakeup_ends_blocked_calls(void)
 	CHECK(br.t_end - t0 < 0.040); /* well under one 50 ms sleep slice */
 
 	CHECK_EQ(pthread_create(&t, NULL, blocked_main, &bw), 0);
-	wait_asleep(&bw.tid);
+	harness_wait_asleep(&bw.tid);
 	t0 = harness_now();
 	CHECK_OK(up_wakeup(w));
 	CHECK_EQ(pthread_join(t, NULL), 0);

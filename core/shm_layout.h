@@ -52,8 +52,11 @@
  * 5: spare_pages in the header (a peer of version 4 would take the spare
  * pages and hold more than the capacity).
  * 6: UP_COUNT_EVER in the reader and writer counts (a peer of version 5
- * would read a count with it as thousands of open ends). */
-#define UP_SHM_VERSION    6u
+ * would read a count with it as thousands of open ends).
+ * 7: endpoint entries of 32 bytes (pidns, held), and liveness by an OFD
+ * lock per entry on the memfd (a peer of version 6 would take a live
+ * entry in another pid namespace for a dead one). */
+#define UP_SHM_VERSION    7u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -188,6 +191,9 @@ struct up_shm_wait {
 #define UP_END_ROLE_MASK 0xffu
 struct up_shm_end {
 	_Atomic uint32_t state;
+	/* The owner's pid in its own pid namespace, and that namespace's inode
+	 * (pidns): hints for watching its death with a pidfd where both are
+	 * ours too. Liveness itself is the entry's OFD lock (live.c). */
 	_Atomic int32_t  pid;
 	/* UP_BUSY_*: where the writer the writers' lock is biased to stands;
 	 * written only by that endpoint (and zeroed when the entry is claimed). */
@@ -197,6 +203,12 @@ struct up_shm_end {
 	 * poll.c, wlock.c), so that reaping it when its process died takes its
 	 * counts off nwait and npoll (peer.c). */
 	_Atomic uint32_t armed;
+	_Atomic uint64_t pidns;
+	/* Locks this endpoint is inside a call to take or holds (lock.c): a
+	 * lock word naming an endpoint whose held says otherwise was stored
+	 * by somebody else, and is taken back. Written only by the owner. */
+	_Atomic uint32_t held;
+	uint32_t pad_;
 };
 
 #define UP_ARMED_LINE_NONE 0u
@@ -243,7 +255,7 @@ static_assert(offsetof(struct up_shm_lines, cons) - offsetof(struct up_shm_lines
 static_assert(offsetof(struct up_shm_lines, wr_wait) % UP_CACHELINE == 0, "wait line");
 static_assert(sizeof(struct up_shm_lines) == (size_t)9 * UP_CACHELINE, "nine lines");
 static_assert(sizeof(struct up_shm_slot) == 16, "slot is 16 bytes");
-static_assert(sizeof(struct up_shm_end) == 16, "end is 16 bytes");
+static_assert(sizeof(struct up_shm_end) == 32, "end is 32 bytes");
 static_assert(ATOMIC_INT_LOCK_FREE == 2, "shared atomics must be lock-free across processes");
 static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit shared atomics must be lock-free too");
 

@@ -43,6 +43,7 @@
 
 static pthread_mutex_t procs_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct up_end *procs; /* every open end of this process */
+static struct up_pipe *pipes; /* every pipe handle of this process */
 static pthread_once_t procs_once = PTHREAD_ONCE_INIT;
 
 static _Atomic uint32_t *count_of(struct up_end *e)
@@ -55,21 +56,17 @@ static _Atomic uint32_t *pid_word(struct up_pipe *p, uint32_t idx)
 	return (_Atomic uint32_t *)(void *)&p->ends[idx].pid;
 }
 
-/* Every pipe with an end in the list, once: lock (or unlock) its mutex, so
- * the child's copy of it is free. */
+/* Every pipe handle of the process: lock (or unlock) its mutex, so the
+ * child's copy of it is free. */
 static void pipes_lock(bool lock)
 {
-	struct up_end *e, *f;
+	struct up_pipe *p;
 
-	for (e = procs; e; e = e->proc_next) {
-		for (f = procs; f != e && f->p != e->p; f = f->proc_next)
-			;
-		if (f != e)
-			continue; /* done with an earlier end of the same pipe */
+	for (p = pipes; p; p = p->proc_next) {
 		if (lock)
-			pthread_mutex_lock(&e->p->mu);
+			pthread_mutex_lock(&p->mu);
 		else
-			pthread_mutex_unlock(&e->p->mu);
+			pthread_mutex_unlock(&p->mu);
 	}
 }
 
@@ -212,22 +209,29 @@ static void fork_child(void)
 {
 	const pid_t self = getpid();
 	uint64_t pidns, sc = 0;
-	struct up_end *e, *f;
+	struct up_pipe *p;
+	struct up_end *e;
 
-	/* First each pipe's own open file description (live.c): until then
-	 * the child's locks would be the parent's. */
+	/* First an open file description of its own for every pipe handle,
+	 * with ends or not (live.c): until then the child's locks would be
+	 * the parent's, and the parent's would outlive the parent for as long
+	 * as the child held its copy of the descriptor. */
 	up__live_forked();
 	pidns = up__live_pidns();
-	for (e = procs; e; e = e->proc_next) {
-		for (f = procs; f != e && f->p != e->p; f = f->proc_next)
-			;
-		if (f == e)
-			(void)up__live_private(e->p, &sc);
-	}
+	for (p = pipes; p; p = p->proc_next)
+		p->unmapped = up__live_private(p, &sc) == -EFAULT;
 	for (e = procs; e; e = e->proc_next) {
 		uint32_t role = (e->flags & UP_RD) ? UP_END_READER : UP_END_WRITER;
 		uint32_t idx = e->fork_idx, state = e->fork_state;
 		bool own = e->p->live_gen == up__live_gen();
+
+		if (e->p->unmapped) {
+			/* Nothing of the segment to touch: the parent frees
+			 * the entry when no ack comes. */
+			e->fork_idx = UINT32_MAX;
+			e->flags &= ~(UP_RD | UP_WR);
+			continue;
+		}
 
 		if (idx != UINT32_MAX &&
 		    /* [end-state] acq: still the claim the parent made; pairs
@@ -288,6 +292,30 @@ int up__ends_with(struct up_end *e, void (*fn)(struct up_end *))
 		fn(e);
 	pthread_mutex_unlock(&procs_mu);
 	return f ? 0 : -EBADF;
+}
+
+void up__fork_track_pipe(struct up_pipe *p)
+{
+	pthread_once(&procs_once, procs_install);
+	pthread_mutex_lock(&procs_mu);
+	p->proc_prev = NULL;
+	p->proc_next = pipes;
+	if (pipes)
+		pipes->proc_prev = p;
+	pipes = p;
+	pthread_mutex_unlock(&procs_mu);
+}
+
+void up__fork_untrack_pipe(struct up_pipe *p)
+{
+	pthread_mutex_lock(&procs_mu);
+	if (p->proc_prev)
+		p->proc_prev->proc_next = p->proc_next;
+	else
+		pipes = p->proc_next;
+	if (p->proc_next)
+		p->proc_next->proc_prev = p->proc_prev;
+	pthread_mutex_unlock(&procs_mu);
 }
 
 void up__fork_untrack(struct up_end *e)

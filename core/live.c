@@ -32,6 +32,7 @@
  */
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,17 +64,35 @@ int up__live_reopen(int fd)
 	return nfd < 0 ? -errno : nfd;
 }
 
+/*
+ * In a child of fork(): make the handle's descriptor, and the mapping, this
+ * process's own. The mapping matters as much as the descriptor: a mapping
+ * holds the description it was made from, so the one copied by fork() would
+ * keep the parent's description, and the parent's locks, alive for as long
+ * as the child lives. MAP_FIXED replaces it in place, so every pointer into
+ * the segment stays valid (the pages are the same). 0, or -errno with the
+ * handle as it was (-EFAULT: the segment is no longer mapped at all).
+ */
 int up__live_private(struct up_pipe *p, uint64_t *syscalls)
 {
-	int nfd = up__live_reopen(p->fd);
+	int nfd = up__live_reopen(p->fd), r;
+	void *m;
 
 	*syscalls += 1;
 	if (nfd < 0)
 		return nfd;
-	*syscalls += 2;
+	*syscalls += 3;
+	m = mmap(p->base, p->g.off.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, nfd, 0);
+	if (m == MAP_FAILED) {
+		r = -errno;
+		/* A failed MAP_FIXED may have unmapped the range: map it back. */
+		m = mmap(p->base, p->g.off.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+			 p->fd, 0);
+		close(nfd);
+		return m == MAP_FAILED ? -EFAULT : r;
+	}
 	if (dup3(nfd, p->fd, O_CLOEXEC) < 0) {
-		int r = -errno;
-
+		r = -errno;
 		close(nfd);
 		return r;
 	}

@@ -32,6 +32,7 @@ void up_config_init(struct up_config *cfg)
 int up_pipe_create(const struct up_config *cfg, struct up_pipe **out)
 {
 	struct up_config c;
+	int r;
 
 	if (!out)
 		return -EINVAL;
@@ -47,14 +48,22 @@ int up_pipe_create(const struct up_config *cfg, struct up_pipe **out)
 	}
 	if (c.flags & ~UP_CFG_ALL)
 		return -EINVAL;
-	return up__shm_create(&c, out);
+	r = up__shm_create(&c, out);
+	if (r == 0)
+		up__fork_track_pipe(*out);
+	return r;
 }
 
 int up_pipe_attach(int fd, struct up_pipe **out)
 {
+	int r;
+
 	if (!out)
 		return -EINVAL;
-	return up__shm_attach(fd, out);
+	r = up__shm_attach(fd, out);
+	if (r == 0)
+		up__fork_track_pipe(*out);
+	return r;
 }
 
 int up_pipe_fd(const struct up_pipe *p)
@@ -67,8 +76,10 @@ void up__pipe_put(struct up_pipe *p)
 	/* [refs] acq_rel: the last dropper sees every other user's writes to
 	 * p (the counters folded into p->closed) before unmapping; pairs with
 	 * itself, run by every dropper. */
-	if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+	if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1) {
+		up__fork_untrack_pipe(p);
 		up__shm_unmap(p);
+	}
 }
 
 void up_pipe_release(struct up_pipe *p)
@@ -141,6 +152,8 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 	dir = flags & (UP_RD | UP_WR);
 	if (dir != UP_RD && dir != UP_WR)
 		return -EINVAL;
+	if (p->unmapped)
+		return -EIO; /* a fork child that could not map it again (live.c) */
 	if (up__is_broken(p))
 		return -EPROTO;
 

@@ -93,6 +93,8 @@ struct up_pipe {
 	 * this process (bit i: entry i), which no liveness check asks about. */
 	uint32_t live_gen;
 	_Atomic uint64_t own;
+	struct up_pipe *proc_next, *proc_prev; /* every handle of the process (fork.c) */
+	bool unmapped; /* a fork child lost the mapping (live.c): ends refuse */
 	pthread_mutex_t mu;     /* guards ends_list and closed */
 	struct up_end *ends_list;
 	struct up__counters closed; /* counters of closed ends, folded in */
@@ -261,6 +263,8 @@ void up__peers_forget(struct up_end *e);
 /* fork.c: ends inherited across fork(2); the process's list of open ends. */
 void up__fork_track(struct up_end *e);
 void up__fork_untrack(struct up_end *e);
+void up__fork_track_pipe(struct up_pipe *p);
+void up__fork_untrack_pipe(struct up_pipe *p);
 /* Run @fn(@e) if @e is an open end of this process, holding the list's
  * lock (so @e stays open meanwhile): 0, or -EBADF. */
 int up__ends_with(struct up_end *e, void (*fn)(struct up_end *));

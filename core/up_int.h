@@ -181,6 +181,9 @@ struct up_end {
 	uint32_t fork_idx, fork_state;
 	_Atomic uint32_t kick;
 	bool no_cancel;
+	/* The UP_HELD_* bits this end last stored in its entry's held word
+	 * (lock.h): its own copy, so taking a lock costs one store, no load. */
+	uint32_t held;
 };
 
 /* shm.c: the segment; a pipe found inconsistent is marked broken for good. */

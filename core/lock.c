@@ -32,6 +32,64 @@ bool up__backoff(struct up_end *e, unsigned int i, bool nonblock)
 	return false;
 }
 
+/*
+ * The word @cur names a live endpoint @owner (not us): take the lock back if
+ * @owner's held word does not claim it, i.e. the value was stored by
+ * somebody else. Returns true with the lock held by us, false to go on
+ * waiting (the owner claims it, or the word changed). Two steps:
+ *
+ *   1. claim: CAS the word from @cur to our id (we are not inside yet);
+ *   2. re-read the owner's held (seq_cst). It claims the lock: restore @cur
+ *      with a CAS (which fails harmlessly if the owner dropped meanwhile)
+ *      and wait. It does not: check that the word still names us, and we
+ *      hold the lock.
+ *
+ * Why this never takes the lock from a holder H that got it by its CAS.
+ * Say our claim CAS read the value H's take CAS wrote (else H did not hold
+ * it then). H stored its held bit before that CAS, which releases it, and
+ * our claim acquires it ([held] rel/sc): our re-read in step 2 sees the bit
+ * or a later store of H's held. H's later stores are its clear after a
+ * drop, or a re-take's set. A set: we restore. A clear: it is a release
+ * after H's drop exchange, so the drop happened before our check of the
+ * word, which then reads 0 or a later taker's id, not ours: we go on
+ * waiting. The ABA case (H drops and takes again between our first look
+ * and our claim) is the same: our claim read H's new CAS, whose held bit we
+ * see. Only the word's last writer being a plain store (a peer of ours
+ * scribbling) escapes this, and that peer could as well scribble anything.
+ */
+static bool take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint32_t owner,
+		      uint32_t keep)
+{
+	_Atomic uint32_t *held = &e->p->ends[(owner & UP_END_ROLE_MASK) - 1].held;
+	const uint32_t bit = up__held_bit(e, lk);
+	uint32_t mine = e->lock_id | (cur & UP_LOCK_WAITERS) | keep, back = cur;
+
+	/* [held] sc: a first look; pairs with [held] rel in up__held_clear()
+	 * and up__lock_take(). */
+	if (atomic_load_explicit(held, memory_order_seq_cst) & bit)
+		return false;
+	/* Step 1. [held] sc: the claim acquires the owner's take CAS; pairs
+	 * with [held] rel in up__lock_take(). Also [lock] acq: pairs with
+	 * [lock] rel in up__lock_drop(). */
+	if (!atomic_compare_exchange_strong_explicit(lk, &cur, mine, memory_order_seq_cst,
+						     memory_order_relaxed))
+		return false;
+	/* Step 2. [held] sc: after the claim; pairs with [held] rel in
+	 * up__held_clear() and up__lock_take(). */
+	if (atomic_load_explicit(held, memory_order_seq_cst) & bit) {
+		/* [held] sc: give the word back as we found it; pairs with
+		 * [held] sc in take_back(), a later taker's first look. */
+		atomic_compare_exchange_strong_explicit(lk, &mine, back, memory_order_seq_cst,
+							memory_order_relaxed);
+		return false;
+	}
+	/* [held] sc: the owner's drop, if any, came before its clear that we
+	 * did not see; pairs with [held] rel in up__held_clear(). */
+	if ((atomic_load_explicit(lk, memory_order_seq_cst) & ~UP_LOCK_WAITERS) != e->lock_id)
+		return false;
+	return true;
+}
+
 int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 {
 	struct up_pipe *p = e->p;
@@ -69,6 +127,9 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 				return 0;
 			continue;
 		}
+		/* Live, but not inside a call for this lock: a stored id. */
+		if (take_back(e, lk, cur, owner, keep))
+			return 0;
 		if (nonblock)
 			return -EAGAIN;
 		/* Sleep on the lock word itself, as a futex mutex does.

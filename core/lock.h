@@ -14,6 +14,46 @@
 
 #include "up_int.h"
 
+/*
+ * Lock owners are hints. A lock word names its holder, but any process that
+ * maps the segment can store any value there, so an endpoint also says in
+ * its own entry's held word (struct up_shm_end) which locks it is inside a
+ * call to take or holds: the bit is stored before the CAS that takes and
+ * cleared after the exchange that drops. A taker that finds the word naming
+ * a live endpoint whose held does not claim that lock takes the lock back
+ * (lock.c, take_back(), which has the argument that it never takes one from
+ * a holder that got it by its CAS). UP_HELD_BIAS: the writers' lock is
+ * biased to this end (wlock.c). One plain store to the end's own entry per
+ * take and per drop; the entry's line is written by nobody else.
+ */
+#define UP_HELD_RLOCK 1u
+#define UP_HELD_WLOCK 2u
+#define UP_HELD_BIAS  4u
+
+/* The held bit of lock word @lk. */
+static inline uint32_t up__held_bit(struct up_end *e, _Atomic uint32_t *lk)
+{
+	return lk == &e->p->ln->rlock.word ? UP_HELD_RLOCK : UP_HELD_WLOCK;
+}
+
+/* Claim @bits in our entry's held word, before the CAS that takes. */
+static inline void up__held_set(struct up_end *e, uint32_t bits)
+{
+	e->held |= bits;
+	/* relaxed: published by the [held] rel of the CAS that follows. */
+	atomic_store_explicit(&e->p->ends[e->idx].held, e->held, memory_order_relaxed);
+}
+
+/* After the drop: [held] rel, so a taker that sees the bit gone also sees
+ * the drop that came before it. */
+static inline void up__held_clear(struct up_end *e, uint32_t bits)
+{
+	e->held &= ~bits;
+	/* [held] rel: the drop's exchange before the clear; pairs with [held]
+	 * sc in take_back() and bias_forged(). */
+	atomic_store_explicit(&e->p->ends[e->idx].held, e->held, memory_order_release);
+}
+
 #define UP_LOCK_SPINS  256
 #define UP_LOCK_YIELDS 64
 /* After a sleep, a waiter sets its backoff step to this: no second round of
@@ -29,14 +69,20 @@ bool up__backoff(struct up_end *e, unsigned int i, bool nonblock);
 static inline int up__lock_take(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 {
 	uint32_t cur = 0;
+	int r;
 
+	up__held_set(e, up__held_bit(e, lk));
 	/* [lock] acq: the critical section's accesses come after; pairs with
-	 * [lock] rel in up__lock_drop(). */
+	 * [lock] rel in up__lock_drop(). Also [held] rel: our held bit before
+	 * the word names us; pairs with [held] sc in take_back(). */
 	if (up__likely(atomic_compare_exchange_strong_explicit(lk, &cur, e->lock_id,
-							       memory_order_acquire,
+							       memory_order_acq_rel,
 							       memory_order_relaxed)))
 		return 0;
-	return up__lock_take_slow(e, lk, nonblock);
+	r = up__lock_take_slow(e, lk, nonblock);
+	if (r < 0)
+		up__held_clear(e, up__held_bit(e, lk));
+	return r;
 }
 
 static inline void up__lock_drop(struct up_end *e, _Atomic uint32_t *lk)
@@ -47,6 +93,7 @@ static inline void up__lock_drop(struct up_end *e, _Atomic uint32_t *lk)
 	 * taken here; pairs with [lock-poll] sc in up__wlock_poll_arm(). */
 	uint32_t old = atomic_exchange_explicit(lk, 0, memory_order_seq_cst);
 
+	up__held_clear(e, up__held_bit(e, lk));
 	if (up__unlikely(old & UP_LOCK_WAITERS))
 		up__lock_wake(e, lk);
 }

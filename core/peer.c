@@ -375,7 +375,9 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 		pid = atomic_load_explicit(&p->ends[i].pid, memory_order_relaxed);
 		if (pid <= 0 || e->pidns == 0 ||
 		    atomic_load_explicit(&p->ends[i].pidns, memory_order_relaxed) != e->pidns ||
-		    e->npeer == UP_MAX_PEER_FDS) {
+		    n == UP_MAX_PEER_FDS) {
+			/* n bounds seen[] and, through it, the pidfds: pids
+			 * whose pidfd_open failed count towards it too. */
 			e->peers_blind++;
 			continue;
 		}

@@ -87,8 +87,80 @@ void up__pool_trim(struct up_end *rd)
 }
 
 /*
+ * Pool indices are hints too. With the ring empty, no page tagged in owner[]
+ * (no end holds one taken from the pool) and the readers' lock free (no
+ * reader holds pages it took off the ring), every page is free: put - get
+ * is page_count. A pool that then has no page to give (put - get at most
+ * the spare pages, or out of range) lost them to a store from outside, and
+ * writers would wait for pages for ever. Pages in flight - claimed from the
+ * pool and not yet tagged, untagged and not yet published - are so for a
+ * few instructions, so the state must persist for UP_POOL_LOST_NS before
+ * it is believed.
+ *
+ * The pipe is then marked broken (-EPROTO), not repaired. A repair would
+ * have to rebuild the free set while writers take from it without a lock:
+ * a writer preempted between its claim of [get, get + n) and its tags holds
+ * pages that nothing in the segment shows, and a rebuilt pool would hand
+ * them out again. Broken is what every other inconsistency of the segment
+ * gives, and a false alarm costs the pipe, never a page used twice.
+ */
+#define UP_POOL_LOST_NS 500000000ull /* 0.5 s */
+
+static bool pool_lost(struct up_end *e)
+{
+	struct up_pipe *p = e->p;
+	uint32_t put, get, n, i;
+
+	/* relaxed: hints, judged together and only when they persist. */
+	put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
+	get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
+	n = put - get;
+	if (n > p->g.spare_pages && n <= p->g.page_count)
+		return false;
+	if (e->ncache != 0)
+		return false;
+	/* relaxed: as above. */
+	if (up__pos_tail(atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed)) !=
+	    atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed))
+		return false;
+	/* relaxed: as above; a reader holding it may hold pages. */
+	if (atomic_load_explicit(&p->ln->rlock.word, memory_order_relaxed) != 0)
+		return false;
+	for (i = 0; i < p->g.page_count; i++)
+		/* relaxed: as above. */
+		if (atomic_load_explicit(&p->owner[i], memory_order_relaxed) != 0)
+			return false;
+	return true;
+}
+
+/* On the sleep path of an end waiting for pages or data: see pool_lost().
+ * True when the pipe is now broken. */
+static bool pool_check(struct up_end *e)
+{
+	uint64_t now;
+
+	if (!pool_lost(e)) {
+		e->pool_lost_ns = 0;
+		return false;
+	}
+	now = up__now_ns();
+	if (e->pool_lost_ns == 0) {
+		e->pool_lost_ns = now;
+		return false;
+	}
+	if (now - e->pool_lost_ns < UP_POOL_LOST_NS)
+		return false;
+	up__mark_broken(e->p);
+	up__wake_all(e, &e->p->ln->wr_wait);
+	up__wake_all(e, &e->p->ln->rd_wait);
+	return true;
+}
+
+/*
  * Give back pages that a dead process took from the pool and never
- * published (pagepool.c, up__pages_orphaned()). Runs on the sleep path after
+ * published (pagepool.c, up__pages_orphaned()), after looking for a pool
+ * that lost its pages (pool_check()): returns the pages given back, or 1
+ * when that made the pipe broken. Runs on the sleep path after
  * the endpoint table changed (someone closed, opened or was reaped), so a
  * writer killed holding its page batch costs the pipe capacity only until
  * the next sleeper notices. If the readers' lock is busy, the next sweep
@@ -103,6 +175,10 @@ uint32_t up__sweep_orphans(struct up_end *e)
 	uint32_t gen = atomic_load_explicit(&p->ln->state.ends_gen, memory_order_acquire);
 	uint32_t n;
 
+	/* A non-blocking writer retries when this returns pages: broken, it
+	 * finds -EPROTO on its retry. */
+	if (pool_check(e))
+		return 1;
 	if (e->sweep_gen == gen + 1)
 		return 0;
 	n = up__pages_orphaned(p, pages, UP_END_CACHE_MAX);

@@ -44,6 +44,7 @@
  * the backend cannot watch pidfds (futex(2)), dead peers: the slice bounds
  * how late a peer's death is noticed there. */
 #define UP_WAIT_SLICE_NS 50000000ull /* 50 ms */
+#define UP_WAIT_SLICE_MIN_NS 1000000ull /* the shortest sleep slice_left() asks */
 /* Liveness while a call never sleeps (up__live_tick()): the clock is read
  * every UP_LIVE_CALLS calls, and the peers' locks asked at most every
  * UP_LIVE_CHECK_NS, so a streaming end notices a dead peer within about

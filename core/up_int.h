@@ -198,6 +198,12 @@ struct up_end {
 	uint32_t fork_idx, fork_state;
 	_Atomic uint32_t kick;
 	bool no_cancel;
+	/* The UP_HELD_* bits this end last stored in its entry's held word
+	 * (lock.h): its own copy, so taking a lock costs one store, no load. */
+	uint32_t held;
+	/* When this end first saw the pool's pages lost (reclaim.c,
+	 * pool_lost()); 0: not seen since. */
+	uint64_t pool_lost_ns;
 };
 
 /* shm.c: the segment; a pipe found inconsistent is marked broken for good. */

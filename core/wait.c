@@ -134,6 +134,19 @@ static int spin_for(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struc
 	return 0;
 }
 
+/* The sleep until the peers' locks are next due to be asked (one slice
+ * after the last check, up__peers_reap()), so that a sleep cut short and
+ * begun again never pushes the check back: a dead peer is seen within
+ * about UP_WAIT_SLICE_NS of its death, not of the last wake. */
+static uint64_t slice_left(struct up_end *e)
+{
+	uint64_t since = up__coarse_ns() - e->live_ns;
+
+	if (since >= UP_WAIT_SLICE_NS - UP_WAIT_SLICE_MIN_NS)
+		return UP_WAIT_SLICE_MIN_NS;
+	return UP_WAIT_SLICE_NS - since;
+}
+
 /*
  * Wait until @ready says so: spin for the end's budget, then sleep on @wl in
  * slices, watching the peers of @peer_role. Returns 0 when ready, -EPROTO
@@ -157,7 +170,7 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		e->spin_ns -= e->spin_ns / 8;
 
 	for (;;) {
-		uint64_t sc = 0, slice = UP_WAIT_SLICE_NS;
+		uint64_t sc = 0, slice = slice_left(e);
 		uint32_t s;
 
 		/* [wait] sc: seq before announcing; pairs with [wait] sc in
@@ -196,6 +209,11 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 			if (r == 1 || r == -ETIMEDOUT) {
 				up__peers_reap(e);
 				up__sweep_orphans(e);
+			} else {
+				/* Woken for something else: the peers are still
+				 * asked on schedule, so wakes that keep coming
+				 * cannot put a death off slice after slice. */
+				up__live_poll(e);
 			}
 			/* A whole slice without data: the burst is over. */
 			if (r == -ETIMEDOUT && (e->flags & UP_RD))

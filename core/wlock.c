@@ -46,6 +46,31 @@ void up__busy_wake(struct up_end *w)
 	up__count(&w->c.wakes, 1);
 }
 
+/*
+ * Holding the word, which the bias @owner's setter held too: is the bias a
+ * value somebody stored rather than one its owner set? The owner sets
+ * UP_HELD_BIAS in its entry before it stores the bias, under the word
+ * (up__wlock_take_slow()), and clears it only once it is out for good
+ * (UP_BUSY_ACK stored), so a bias naming an entry that is not a live writer
+ * of that generation, or whose held lacks the bit, has nobody to wait for.
+ */
+static bool bias_forged(struct up_end *w, uint32_t owner)
+{
+	struct up_pipe *p = w->p;
+	uint32_t idx = (owner & UP_END_ROLE_MASK) - 1;
+	/* [end-state] acq: the entry as its claim or free left it, as in
+	 * up__lock_owner_gone(); pairs with [end-state] acq_rel in
+	 * up__end_claim() and reap_entry() and [end-state] rel in
+	 * up__end_free(). */
+	uint32_t st = atomic_load_explicit(&p->ends[idx].state, memory_order_acquire);
+
+	if ((st & UP_END_ROLE_MASK) != UP_END_WRITER || up__lock_id(st, idx) != owner)
+		return true;
+	/* [held] sc: the owner's bit, or its clear after its ACK; pairs with
+	 * [held] rel in up__held_clear(). */
+	return !(atomic_load_explicit(&p->ends[idx].held, memory_order_seq_cst) & UP_HELD_BIAS);
+}
+
 /* Holding the word: take back the bias @b. 0, or -EAGAIN (non-blocking,
  * the owner is inside), -ETIMEDOUT or -ECANCELED (cancel.c), or -EPROTO. */
 static int bias_revoke(struct up_end *w, uint32_t b)
@@ -65,6 +90,11 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 	/* Garbage, or this end's own bias left from before (a bias is never
 	 * entered twice by one end without the word): nobody to wait for. */
 	if (idx == 0 || idx > p->g.max_ends || owner == w->lock_id)
+		goto clear;
+	/* Stored by a peer, naming an end that never took it: a live end
+	 * idle outside any call would never let us in (test_wedge). A dead
+	 * one is for the loop below, which reaps it. */
+	if (bias_forged(w, owner) && !up__lock_owner_gone(w, owner))
 		goto clear;
 	if (b & UP_BIAS_REVOKE) {
 		/* A taker before us marked it and gave up (non-blocking). If it
@@ -169,6 +199,8 @@ __attribute__((noinline)) int up__wlock_take_slow(struct up_end *w)
 	if (!w->bias_off &&
 	    up__side_open(atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed)) == 1 &&
 	    up__membarrier_registered(w->pid, &sc)) {
+		/* Before the bias: see bias_forged(). */
+		up__held_set(w, UP_HELD_BIAS);
 		/* relaxed: both published by the word's release below. */
 		atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_IN, memory_order_relaxed);
 		atomic_store_explicit(&l->bias, w->lock_id, memory_order_relaxed);
@@ -193,10 +225,14 @@ int up__wlock_try(struct up_end *w)
 
 	if (up__wlock_bias_enter(w))
 		return 0;
-	/* [lock] acq: pairs with [lock] rel in up__lock_drop(). */
+	up__held_set(w, UP_HELD_WLOCK);
+	/* [lock] acq: pairs with [lock] rel in up__lock_drop(). Also [held]
+	 * rel: our held bit first; pairs with [held] sc in take_back(). */
 	if (!atomic_compare_exchange_strong_explicit(&p->ln->wlock.word, &cur, w->lock_id,
-						    memory_order_acquire, memory_order_relaxed))
+						    memory_order_acq_rel, memory_order_relaxed)) {
+		up__held_clear(w, UP_HELD_WLOCK);
 		return -EAGAIN;
+	}
 	/* relaxed: written only by holders of the word, which we are. */
 	if (atomic_load_explicit(&p->ln->wlock.bias, memory_order_relaxed) != 0) {
 		up__lock_drop(w, &p->ln->wlock.word);
@@ -219,6 +255,7 @@ void up__wlock_unbias(struct up_end *w)
 	/* Out for good: a revoker that could not fence waits for this.
 	 * [busy] rel: pairs with [busy] acq in bias_revoke(). */
 	atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_ACK, memory_order_release);
+	up__held_clear(w, UP_HELD_BIAS);
 	up__busy_wake(w);
 	if (up__lock_take(w, &l->word, true) < 0)
 		return; /* a revoker holds it: it finds us out */
@@ -334,7 +371,15 @@ int up__wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expe
 	/* A holder that died (maybe reaped already) never lets go, and its
 	 * pidfd may never have been taken: a retry takes the lock over. The
 	 * bit we set stays; it costs one wake at most. */
-	if (up__lock_owner_gone(w, owner)) {
+	/* So does a live one whose held does not claim the lock: the word
+	 * was stored by somebody else, and nobody would ever drop it; a
+	 * retry takes it back (lock.c, take_back()).
+	 * [held] sc: our seq_cst load of the word read the holder's take,
+	 * which released its bit; pairs with [held] rel in up__lock_take()
+	 * and up__held_clear(). */
+	if (up__lock_owner_gone(w, owner) ||
+	    !(atomic_load_explicit(&p->ends[(owner & UP_END_ROLE_MASK) - 1].held,
+				   memory_order_seq_cst) & UP_HELD_WLOCK)) {
 		/* [lock-poll] sc: undoes the count above; pairs with
 		 * [lock-poll] sc in up__lock_wake(). */
 		atomic_fetch_sub_explicit(&l->npoll, 1, memory_order_seq_cst);

@@ -54,6 +54,8 @@ static inline bool up__wlock_bias_enter(struct up_end *w)
 		/* [busy] rel: our earlier critical sections before the ACK;
 		 * pairs with [busy] acq in bias_revoke(). */
 		atomic_store_explicit(busy, UP_BUSY_ACK, memory_order_release);
+		/* Out for good: no longer the owner (wlock.c, bias_forged()). */
+		up__held_clear(w, UP_HELD_BIAS);
 		up__busy_wake(w);
 		w->biased = false;
 		w->last_ok = false;

@@ -22,6 +22,7 @@
 
 #include "harness.h"
 #include "up_int.h"
+#include "lock.h"
 
 #define MSG 100
 
@@ -114,6 +115,9 @@ static void two_sleepers_on(bool readers, bool dead_taker)
 	}
 	word = readers ? &p->ln->rlock.word : &p->ln->wlock.word;
 	CHECK_EQ(atomic_load(word), 0);
+	/* As a holder that took it: the held word claims the lock (lock.h),
+	 * or a taker would take back a word that names an idle end. */
+	atomic_store(&p->ends[holder->idx].held, readers ? UP_HELD_RLOCK : UP_HELD_WLOCK);
 	atomic_store(word, holder->lock_id);
 
 	memset(s, 0, sizeof(s));

@@ -14,6 +14,7 @@
  * dies is only the end it opened itself.
  */
 #include <sched.h>
+#include <string.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -21,6 +22,7 @@
 
 #include "harness.h"
 #include "up_int.h"
+#include "wlock.h"
 
 /* @inh: the parent's @ninh open ends, which the child closes first. */
 static void die_holding(struct up_pipe *p, int role, int which_lock, struct up_end **inh,
@@ -163,6 +165,83 @@ static void dead_sleeper_is_taken_off_the_line(void)
 	up_pipe_release(p);
 }
 
+/*
+ * The other side of taking back a lock whose word names a live end: an end
+ * that holds a lock for real (a reader between up_peek and up_consume, a
+ * writer with a merge reservation open) keeps it. Its held word claims the
+ * lock (lock.h), so a non-blocking taker, however often it retries (each
+ * try backs off into the take-back), gets -EAGAIN, and the holder's
+ * release still works.
+ */
+static void live_holders_keep_their_locks(void)
+{
+	struct up_pipe *p;
+	struct up_end *r1, *r2, *w1, *w2, *w3;
+	struct iovec iov[4];
+	char buf[64];
+	int cnt = 4, i;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &r1));
+	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &r2));
+	/* Two writers from the start: the writers' lock is never biased. */
+	CHECK_OK(up_open(p, UP_WR, &w1));
+	CHECK_OK(up_open(p, UP_WR, &w2));
+	CHECK_OK(up_open(p, UP_WR | UP_NONBLOCK, &w3));
+	CHECK_EQ(up_write(w1, "0123456789", 10), 10);
+	CHECK_EQ(up_peek(r1, iov, &cnt), 10);
+	for (i = 0; i < 1000; i++)
+		CHECK_EQ(up_read(r2, buf, sizeof(buf)), -EAGAIN);
+	CHECK_EQ(atomic_load(&p->ln->rlock.word) & ~UP_LOCK_WAITERS, r1->lock_id);
+	CHECK_OK(up_consume(r1, 4));
+	CHECK_EQ(up_read(r2, buf, sizeof(buf)), 6);
+	CHECK(memcmp(buf, "456789", 6) == 0);
+	/* A merge reservation holds the writers' lock until commit. */
+	CHECK_EQ(up_write(w1, "abc", 3), 3);
+	cnt = 4;
+	CHECK_EQ(up_reserve(w1, 5, iov, &cnt), 5);
+	memcpy(iov[0].iov_base, "defgh", 5);
+	CHECK_EQ(atomic_load(&p->ln->wlock.word) & ~UP_LOCK_WAITERS, w1->lock_id);
+	for (i = 0; i < 1000; i++)
+		CHECK_EQ(up_write(w3, "X", 1), -EAGAIN);
+	CHECK_OK(up_commit(w1, 5));
+	CHECK_EQ(up_write(w3, "i", 1), 1);
+	CHECK_EQ(up_read(r2, buf, sizeof(buf)), 9);
+	CHECK(memcmp(buf, "abcdefghi", 9) == 0);
+	up_close(w3);
+	up_close(w2);
+	up_close(w1);
+	up_close(r2);
+	up_close(r1);
+	up_pipe_release(p);
+}
+
+/* A poll-mode writer about to arm on the writers' lock word finds it naming
+ * a live idle writer that does not claim it: it must not arm (nobody would
+ * ever drop that word) but retry, and the retry takes the lock back. */
+static void poll_writer_does_not_arm_on_a_stored_word(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w, *idle;
+	_Atomic uint32_t *word = NULL;
+	uint32_t expect = 0;
+	char buf[8];
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR | UP_NONBLOCK, &w));
+	CHECK_OK(up_open(p, UP_WR, &idle));
+	atomic_store(&p->ln->wlock.word, idle->lock_id);
+	CHECK_EQ(up__wlock_poll_arm(w, &word, &expect), 1);
+	CHECK_EQ(w->armed, UP_ARMED_NONE);
+	CHECK_EQ(up_write(w, "poll", 4), 4);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 4);
+	up_close(idle);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -172,5 +251,7 @@ int main(int argc, char **argv)
 	RUN(blocking_reader_takes_over);
 	RUN(table_of_dead_entries_is_reaped);
 	RUN(dead_sleeper_is_taken_off_the_line);
+	RUN(live_holders_keep_their_locks);
+	RUN(poll_writer_does_not_arm_on_a_stored_word);
 	return 0;
 }

@@ -320,9 +320,12 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 			if (r < 0)
 				break;
 		}
-		want = (uint32_t)((rem + ps - 1) >> p->g.page_shift);
-		if (want > chunk_pages)
-			want = chunk_pages;
+		/* In size_t, then bounded: a count of 2^32 pages cut to 32 bits
+		 * is 0, and a write of 0 pages never ends. Below a chunk,
+		 * rem + ps - 1 cannot wrap. */
+		want = rem >= (size_t)chunk_pages << p->g.page_shift
+			       ? chunk_pages
+			       : (uint32_t)((rem + ps - 1) >> p->g.page_shift);
 		r = up__cache_fill(w, want);
 		if (r < 0)
 			break;

@@ -26,6 +26,24 @@
  * itself. A hostile peer can break this; then the worst outcome is a page
  * used twice (garbage in the stream), never an access outside the segment,
  * because every index taken from here is checked against page_count.
+ *
+ * The owner tags say which of the three places a page is in, and every
+ * move checks where it comes from (one compare per page):
+ *
+ *   0              in the pool (or lost by a process that died moving it)
+ *   an end's tag   in that end's hands: a writer's cache or reservation,
+ *                  the trim; set by up__pool_take(), which finds 0 first
+ *   UP_OWNER_RING  in a live slot; set by up__pages_to_ring() before the
+ *                  slot is published, which finds the publisher's tag
+ *                  first; readers find it before they read or a writer
+ *                  appends through a slot, and clear it (to 0) before
+ *                  the page goes back to the pool
+ *
+ * So a page number that a flipped bit or a lying peer put in a pool entry
+ * or a slot, naming a page that is somewhere else, is refused (-EPROTO)
+ * before its bytes are read or overwritten, unless it names a page in the
+ * same place (two free pages, or two live slots' pages): that needs more
+ * than a tag per page to see.
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -129,11 +147,48 @@ int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t le
 	for (i = 0; i < n; i++) {
 		if (pages[i] >= p->g.page_count)
 			return -EPROTO;
-		/* relaxed: read only by the orphan sweep, which acts on it once
-		 * this end's entry is gone. */
+		/* A page in the pool is tagged by no one: a tag here means
+		 * the entry names a page in a slot or in an end's hands.
+		 * relaxed: its last owner cleared it before the [pool] release
+		 * that our [pool] acquire of put above saw. */
+		if (atomic_load_explicit(&p->owner[pages[i]], memory_order_relaxed) != 0)
+			return -EPROTO;
+		/* relaxed: read by the orphan sweep, which acts on it once this
+		 * end's entry is gone, and by the next mover (see the top). */
 		atomic_store_explicit(&p->owner[pages[i]], tag, memory_order_relaxed);
 	}
 	return (int)n;
+}
+
+/*
+ * A writer is about to publish @n pages of its own (tagged @tag) in slots:
+ * tag them UP_OWNER_RING. -EPROTO when one is not tagged @tag: somebody
+ * else took it too. Before the slots are stored: a page we die holding
+ * after this is lost, never handed out twice.
+ */
+int up__pages_to_ring(struct up_pipe *p, const uint32_t *pages, uint32_t n, uint32_t tag)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		/* relaxed: our own tag, stored by this end in up__pool_take(). */
+		if (atomic_load_explicit(&p->owner[pages[i]], memory_order_relaxed) != tag)
+			return -EPROTO;
+		/* relaxed: published by the caller's [head] release. */
+		atomic_store_explicit(&p->owner[pages[i]], UP_OWNER_RING, memory_order_relaxed);
+	}
+	return 0;
+}
+
+/* A reader retired @n slots' pages (each found UP_OWNER_RING when read):
+ * in the pool's state again, before up__pool_put() hands them out. */
+void up__pages_from_ring(struct up_pipe *p, const uint32_t *pages, uint32_t n)
+{
+	uint32_t i;
+
+	/* relaxed: published by up__pool_put()'s [pool] release. */
+	for (i = 0; i < n; i++)
+		atomic_store_explicit(&p->owner[pages[i]], 0, memory_order_relaxed);
 }
 
 void up__pages_untag(struct up_pipe *p, const uint32_t *pages, uint32_t n)
@@ -150,9 +205,10 @@ void up__pages_untag(struct up_pipe *p, const uint32_t *pages, uint32_t n)
  * Pages whose tag names an endpoint that no longer exists (its entry is
  * free, or has a newer generation): taken by a process that died before it
  * published or returned them. At most @max are listed. Only endpoints tag;
- * a live one's tag matches its entry, and it clears its tags before it
- * publishes or returns a page, so an orphan is in no slot and not in the
- * pool: giving it back cannot make a page be used twice.
+ * a live one's tag matches its entry, and it replaces its tag before it
+ * publishes (UP_OWNER_RING, never an orphan) or returns a page (0), so an
+ * orphan is in no slot and not in the pool: giving it back cannot make a
+ * page be used twice.
  */
 uint32_t up__pages_orphaned(struct up_pipe *p, uint32_t *pages, uint32_t max)
 {
@@ -163,8 +219,8 @@ uint32_t up__pages_orphaned(struct up_pipe *p, uint32_t *pages, uint32_t max)
 		uint32_t t = atomic_load_explicit(&p->owner[i], memory_order_relaxed);
 		uint32_t idx, st;
 
-		if (t == 0)
-			continue;
+		if (t == 0 || t == UP_OWNER_RING)
+			continue; /* in the pool, or in a slot */
 		idx = (t & UP_END_ROLE_MASK) - 1;
 		if (idx >= p->g.max_ends) {
 			pages[n++] = i; /* names no endpoint at all */
@@ -196,10 +252,9 @@ int up__pool_put(struct up_pipe *p, const uint32_t *pages, uint32_t n)
 	 * checked against get here: that would pull the writers' pool line on
 	 * every read; up__pool_take() rejects counters that do not add up. */
 	put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
-	/* No tag clearing here: pages coming back from the ring were untagged
-	 * before they were published, and the other callers (a writer's close,
-	 * the trim, the orphan sweep) untag theirs first. Writing owner[] here
-	 * would make the reader dirty lines the writer tags on every batch.
+	/* No tag clearing here: the reader clears the ring's tag of the pages
+	 * it retires (up__pages_from_ring()), and the other callers (a
+	 * writer's close, the trim, the orphan sweep) untag theirs first.
 	 * relaxed: published by the [pool] store of put below. */
 	for (i = 0; i < n; i++)
 		atomic_store_explicit(&p->pool[(put + i) & p->g.slot_mask], pages[i],

@@ -33,10 +33,12 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 	size_t got = 0;
 	int spans = 0;
 
-	/* relaxed: pos is written only under the readers' lock we hold. */
-	uint64_t pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
-	uint32_t off = up__pos_off(pos);
+	uint64_t pos;
+	uint32_t off;
 
+	if (up__pos_take(rd, &pos) < 0)
+		return -EPROTO;
+	off = up__pos_off(pos);
 	t = up__pos_tail(pos);
 	/* [head] acq: pairs with [head] rel in up__publish(). */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
@@ -56,7 +58,8 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 		/* [len] acq: pairs with [len] rel in up__merge_close(). */
 		len = atomic_load_explicit(&s->len, memory_order_acquire);
 
-		if (pg >= p->g.page_count || len > p->g.page_size || off > len)
+		if (pg >= p->g.page_count || !up__page_in_ring(p, pg) || len > p->g.page_size ||
+		    off > len)
 			return up__proto_error(p);
 		if (len == off)
 			continue;
@@ -136,13 +139,16 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 static ssize_t consume_avail(struct up_end *rd, size_t n)
 {
 	struct up_pipe *p = rd->p;
-	/* relaxed: pos is written only under the readers' lock we hold. */
-	uint64_t pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
-	uint32_t t = up__pos_tail(pos), off = up__pos_off(pos);
-	/* [head] acq: pairs with [head] rel in up__publish(). */
-	uint32_t h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
+	uint64_t pos;
+	uint32_t t, off, h;
 	size_t avail = 0;
 
+	if (up__pos_take(rd, &pos) < 0)
+		return -EPROTO;
+	t = up__pos_tail(pos);
+	off = up__pos_off(pos);
+	/* [head] acq: pairs with [head] rel in up__publish(). */
+	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
 	if (h - t > p->g.slot_count)
 		return up__proto_error(p);
 	for (; t != h && avail < n; t++, off = 0) {

@@ -176,6 +176,7 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 	}
 	e->pid = getpid();
 	e->pidns = up__live_pidns();
+	e->live_ns = up__coarse_ns(); /* the first check is a slice away */
 	r = own_description(p);
 	if (r < 0)
 		goto err_waker;

@@ -44,7 +44,10 @@ struct freed {
 
 static int freed_flush(struct up_pipe *p, struct freed *f)
 {
-	int r = up__pool_put(p, f->pages, f->n);
+	int r;
+
+	up__pages_from_ring(p, f->pages, f->n);
+	r = up__pool_put(p, f->pages, f->n);
 
 	f->n = 0;
 	return r < 0 ? up__proto_error(p) : 0;
@@ -67,10 +70,11 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 	size_t got = 0;
 	int r = 0;
 
-	f.n = 0;
-	/* relaxed: pos is written only under the readers' lock we hold. */
-	uint64_t pos0 = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
+	uint64_t pos0;
 
+	f.n = 0;
+	if (up__pos_take(rd, &pos0) < 0)
+		return -EPROTO;
 	t = up__pos_tail(pos0);
 	off = up__pos_off(pos0);
 	/* [head] acq: slots [t, h) are filled; pairs with [head] rel in
@@ -89,7 +93,10 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 		/* relaxed: ordered by the [head] acquire above. */
 		pg = atomic_load_explicit(&s->page, memory_order_relaxed);
 
-		if (pg >= p->g.page_count) {
+		/* In range, and a page of the ring (pagepool.c): not a page
+		 * in the pool or in a writer's hands, which a flipped page
+		 * number or head would name. */
+		if (pg >= p->g.page_count || !up__page_in_ring(p, pg)) {
 			r = -EPROTO;
 			break;
 		}
@@ -139,10 +146,10 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 		t++;
 		off = 0;
 		if (f.n == UP_FREE_BATCH) {
-			/* [tail] rel: slots before t retired before their pages
-			 * return; pairs with [tail] acq in up__publish(). */
-			atomic_store_explicit(&p->ln->cons.pos, up__pos(t, 0),
-					      memory_order_release);
+			/* [tail] rel: up__pos_store(): slots before t retired
+			 * before their pages return; pairs with [tail] acq in
+			 * up__publish(). */
+			up__pos_store(rd, up__pos(t, 0));
 			r = freed_flush(p, &f);
 			*freed_any = true;
 			if (r < 0)
@@ -152,10 +159,11 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 	if (r < 0)
 		return up__proto_error(p);
 	rd->seen_head = h;
-	/* [tail] rel: we are done with slots before t; pairs with [tail] acq
-	 * in up__publish(). Stored only when it moved: writers read this line. */
+	/* [tail] rel: up__pos_store(): we are done with slots before t;
+	 * pairs with [tail] acq in up__publish(). Stored only when it moved:
+	 * writers read this line. */
 	if (up__pos(t, off) != pos0)
-		atomic_store_explicit(&p->ln->cons.pos, up__pos(t, off), memory_order_release);
+		up__pos_store(rd, up__pos(t, off));
 	if (f.n) {
 		*freed_any = true;
 		r = freed_flush(p, &f);

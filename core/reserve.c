@@ -162,7 +162,9 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 				return got;
 		}
 	}
-	want_pages = (len + ps - 1) >> p->g.page_shift;
+	/* Not (len + ps - 1) >> shift: near SIZE_MAX that wraps to 0 pages,
+	 * and a fill of 0 pages finds "none free" for ever. */
+	want_pages = (len >> p->g.page_shift) + ((len & (ps - 1)) != 0);
 	if (want_pages > UP_END_CACHE_MAX)
 		want_pages = UP_END_CACHE_MAX;
 	for (;;) {

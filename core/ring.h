@@ -205,6 +205,42 @@ static inline int up__write_check(struct up_pipe *p)
 	return 0;
 }
 
+/*
+ * Under the readers' lock: the readers' position (cons.pos). The reader that
+ * stored it last leaves its lock id in rlock.bias (unused by the readers'
+ * lock otherwise), so a reader that finds its own id there knows nobody has
+ * moved the position since, and that it must be the one it stored: a tail
+ * or an offset moved either way (slots skipped or read twice) is refused.
+ * One compare on a line the lock's CAS just brought in. Needs every reader
+ * to store the id (layout 8). -EPROTO (pipe marked broken), or 0.
+ */
+static inline int up__pos_take(struct up_end *rd, uint64_t *pos)
+{
+	struct up_pipe *p = rd->p;
+
+	/* relaxed: pos and rlock.bias are written only under the readers'
+	 * lock we hold. */
+	*pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
+	if (atomic_load_explicit(&p->ln->rlock.bias, memory_order_relaxed) == rd->lock_id &&
+	    *pos != rd->pos_last)
+		return up__proto_error(p);
+	return 0;
+}
+
+/* Under the readers' lock: store the readers' position @pos (see above). */
+static inline void up__pos_store(struct up_end *rd, uint64_t pos)
+{
+	struct up_pipe *p = rd->p;
+
+	/* [tail] rel: we are done with the slots before pos's tail; pairs with
+	 * [tail] acq in up__publish(). */
+	atomic_store_explicit(&p->ln->cons.pos, pos, memory_order_release);
+	rd->pos_last = pos;
+	/* relaxed: read only under the readers' lock (up__pos_take()). */
+	if (atomic_load_explicit(&p->ln->rlock.bias, memory_order_relaxed) != rd->lock_id)
+		atomic_store_explicit(&p->ln->rlock.bias, rd->lock_id, memory_order_relaxed);
+}
+
 /* reader.c: what peek.c shares with the read path. */
 ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool whole,
 			bool *freed_any);

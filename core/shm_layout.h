@@ -55,8 +55,12 @@
  * would read a count with it as thousands of open ends).
  * 7: endpoint entries of 32 bytes (pidns, held), and liveness by an OFD
  * lock per entry on the memfd (a peer of version 6 would take a live
- * entry in another pid namespace for a dead one). */
-#define UP_SHM_VERSION    7u
+ * entry in another pid namespace for a dead one).
+ * 8: pages in live slots tagged UP_OWNER_RING in owner[], and the readers'
+ * lock's bias naming the last reader to move cons.pos (a peer of version 7
+ * would sweep a live page back into the pool as an orphan, and move pos
+ * without leaving its id). */
+#define UP_SHM_VERSION    8u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -134,10 +138,12 @@ static inline uint64_t up__pos(uint32_t tail, uint32_t off)
  * the other side polls those: taking the lock must not steal their line. */
 struct up_shm_lock {
 	_Atomic uint32_t word;
-	/* Writers' lock only: the lock id of the writer the lock is biased to
+	/* Writers' lock: the lock id of the writer the lock is biased to
 	 * (it enters without touching word), with UP_BIAS_REVOKE once a writer
 	 * holding word has begun to take the bias back; 0 = none. Written only
-	 * by a holder of word. See wlock.h. */
+	 * by a holder of word. See wlock.h. Readers' lock: the lock id of the
+	 * reader that last stored cons.pos, so that a reader finding its own
+	 * id there can hold pos to what it stored (reader.c). */
 	_Atomic uint32_t bias;
 	/* The owner whose marked bias a taker has already fenced with
 	 * membarrier(): a later taker need not fence again. 0 = none. Written

@@ -160,6 +160,9 @@ struct up_end {
 
 	/* Reader: holding the readers' lock between peek and consume. */
 	bool peek_locked;
+	/* Reader: the readers' position as this end last stored it (ring.h,
+	 * up__pos_take()). */
+	uint64_t pos_last;
 	/* Reader: consecutive reads that found small amounts without waiting
 	 * (a fast writer streaming small writes); see reader.c. */
 	uint32_t streak;
@@ -236,6 +239,20 @@ uint32_t up__pages_orphaned(struct up_pipe *p, uint32_t *pages, uint32_t max);
 static inline uint32_t up__owner_tag(uint32_t state, uint32_t idx)
 {
 	return (state & ~UP_END_ROLE_MASK) | (idx + 1);
+}
+/* The owner tag of a page in a live slot (pagepool.c): names no endpoint
+ * (its low byte, an end index + 1 in a tag, is 0). */
+#define UP_OWNER_RING 0xffffff00u
+int up__pages_to_ring(struct up_pipe *p, const uint32_t *pages, uint32_t n, uint32_t tag);
+void up__pages_from_ring(struct up_pipe *p, const uint32_t *pages, uint32_t n);
+/* Page @pg is in a live slot as far as its tag says: 1 compare, before
+ * anyone reads or appends to it through a slot. */
+static inline bool up__page_in_ring(struct up_pipe *p, uint32_t pg)
+{
+	/* relaxed: stored before the [head] release that published the slot
+	 * (up__pages_to_ring()), which the caller's [head] acquire or the
+	 * writers' lock ordered before this load. */
+	return atomic_load_explicit(&p->owner[pg], memory_order_relaxed) == UP_OWNER_RING;
 }
 
 /* The value an endpoint writes into a lock word: like its owner tag, but the

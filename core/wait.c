@@ -170,7 +170,7 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		e->spin_ns -= e->spin_ns / 8;
 
 	for (;;) {
-		uint64_t sc = 0, slice = slice_left(e);
+		uint64_t sc = 0, slice;
 		uint32_t s;
 
 		/* [wait] sc: seq before announcing; pairs with [wait] sc in
@@ -184,6 +184,7 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 			up__peers_reap(e);
 		/* Cheap unless the endpoint table changed since last time. */
 		up__sweep_orphans(e);
+		slice = slice_left(e);
 		/* [wait] sc: clear pending, then announce; pairs with [wait] sc
 		 * in up__wake_line_slow() (its exchange and its nwait load). */
 		atomic_store_explicit(&wl->pending, 0, memory_order_seq_cst);

@@ -56,7 +56,10 @@ int up__last_slot(struct up_end *w, struct up_shm_slot **sp, uint32_t *lenp, uin
 		*sp = up__slot_at(p, w->last_head - 1);
 		*lenp = w->last_len;
 		*pgp = w->last_pg;
-		return 0;
+		/* The slot must still say what we stored (a line we are about
+		 * to store to anyway): a len grown or cut by someone else
+		 * would have readers read bytes never written, or lose some. */
+		return up__last_slot_same(w, *sp) ? 0 : -EPROTO;
 	}
 	/* relaxed: head is written only under the writers' lock we hold. */
 	uint32_t h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
@@ -157,6 +160,13 @@ int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, u
 		return r;
 	/* relaxed: head is written only under the writers' lock we hold. */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
+	/* The lone writer stored head last: one that moved meanwhile (back:
+	 * we would overwrite live slots; on: readers read stale ones) was
+	 * not moved by a writer. */
+	if (w->last_ok && (h != w->last_head || !up__last_slot_same(w, up__slot_at(p, h - 1)))) {
+		up__wlock_drop(w);
+		return up__proto_error(p);
+	}
 	/*
 	 * The slots [h, h+n) must be retired. Holding n pages implies it for
 	 * honest peers (one page per live slot), so this guards against a
@@ -175,9 +185,14 @@ int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, u
 			return up__proto_error(p);
 		}
 	}
-	/* Untag first: a page we die holding after this is leaked, never
-	 * handed out twice (pagepool.c, up__pages_orphaned()). */
-	up__pages_untag(p, pages, n);
+	/* Tag for the ring first: a page we die holding after this is
+	 * leaked, never handed out twice (pagepool.c, up__pages_orphaned()).
+	 * A page of ours that is not tagged ours was taken by someone else
+	 * too (a pool entry named it twice). */
+	if (up__pages_to_ring(p, pages, n, w->tag) < 0) {
+		up__wlock_drop(w);
+		return up__proto_error(p);
+	}
 	for (i = 0; i < n; i++) {
 		struct up_shm_slot *s = up__slot_at(p, h + i);
 
@@ -320,9 +335,12 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 			if (r < 0)
 				break;
 		}
-		want = (uint32_t)((rem + ps - 1) >> p->g.page_shift);
-		if (want > chunk_pages)
-			want = chunk_pages;
+		/* In size_t, then bounded: a count of 2^32 pages cut to 32 bits
+		 * is 0, and a write of 0 pages never ends. Below a chunk,
+		 * rem + ps - 1 cannot wrap. */
+		want = rem >= (size_t)chunk_pages << p->g.page_shift
+			       ? chunk_pages
+			       : (uint32_t)((rem + ps - 1) >> p->g.page_shift);
 		r = up__cache_fill(w, want);
 		if (r < 0)
 			break;

@@ -33,6 +33,15 @@ static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint
 	up__wake_line(w, &w->p->ln->rd_wait, 1);
 }
 
+/* The lone writer's copy of the last slot (writer.c, last_keep()) still
+ * matches the slot @s. Nobody else writes it while the bias is ours. */
+static inline bool up__last_slot_same(struct up_end *w, struct up_shm_slot *s)
+{
+	/* relaxed: written only by us, under the bias. */
+	return atomic_load_explicit(&s->len, memory_order_relaxed) == w->last_len &&
+	       atomic_load_explicit(&s->page, memory_order_relaxed) == w->last_pg;
+}
+
 /* The short way's way in: true with the writers' lock held (through the
  * bias) when @len bytes fit the room left in the last page and nothing asks
  * for the general path. */
@@ -41,8 +50,11 @@ static inline bool up__short_enter(struct up_end *w, size_t len)
 	struct up_pipe *p = w->p;
 
 	/* resv_bytes covers a merge reservation too (reserve.c). */
+	/* A slot that no longer matches our copy: the general path finds it
+	 * (up__last_slot()) and fails the write. */
 	if (!w->last_ok || len > p->g.page_size - w->last_len || w->armed ||
-	    w->resv_bytes != 0 || up__is_broken(p))
+	    w->resv_bytes != 0 || up__is_broken(p) ||
+	    !up__last_slot_same(w, up__slot_at(p, w->last_head - 1)))
 		return false;
 	/* [wait] sc: the EPIPE edge, as in up__write_check(); pairs with [wait]
 	 * sc in up__side_leave(). */

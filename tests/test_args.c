@@ -2,9 +2,14 @@
 /*
  * test_args.c - what the API refuses: an end used in the wrong direction
  * (-EBADF), NULL arguments, bad open flags and bad configurations (-EINVAL),
- * each refusal leaving the pipe and its stream undisturbed; and how a
- * requested capacity is rounded to whole pages.
+ * each refusal leaving the pipe and its stream undisturbed; how a
+ * requested capacity is rounded to whole pages; and lengths near SIZE_MAX
+ * (and iovec totals that wrap), which must be refused or cut short at once,
+ * never turned into a page count that wraps (and a loop that never ends).
  */
+#include <limits.h>
+#include <sys/mman.h>
+
 #include "sem_common.h"
 
 static void ebadf_wrong_direction(void)
@@ -227,6 +232,214 @@ static void capacity_rounding(void)
 	}
 }
 
+/* Lengths near the top of size_t, and the page counts they become. */
+static const size_t huge_lens[] = {
+	SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 4095, SIZE_MAX - 4096, SIZE_MAX - 65535,
+	(size_t)SSIZE_MAX + 1, (size_t)SSIZE_MAX, (size_t)SSIZE_MAX - 4095,
+	(size_t)1 << 44,                /* 2^32 pages of 4 KiB: a u32 count of 0 */
+	((size_t)1 << 44) + 1,          /* ... of 1 */
+	((size_t)1 << 44) + 4096 * 3,   /* ... of 3 */
+};
+#define N_HUGE (sizeof(huge_lens) / sizeof(huge_lens[0]))
+
+/* A reservation of @len on an empty pipe: refused (-EINVAL) or cut short to
+ * what the pipe can hand out, at once, and the spans add up to it. */
+static void reserve_huge_one(struct up_end *w, size_t len)
+{
+	struct iovec iov[64];
+	int cnt = 64, i;
+	ssize_t n = up_reserve(w, len, iov, &cnt);
+	size_t sum = 0;
+
+	if (n == -EINVAL)
+		return;
+	CHECK(n > 0);
+	CHECK((size_t)n <= len);
+	CHECK((size_t)n <= up_capacity(up_end_pipe(w)));
+	CHECK(cnt >= 1 && cnt <= 64);
+	for (i = 0; i < cnt; i++) {
+		memset(iov[i].iov_base, 0x5a, iov[i].iov_len); /* the spans are ours */
+		sum += iov[i].iov_len;
+	}
+	CHECK_EQ(sum, (size_t)n);
+	CHECK_EQ(up_commit(w, len), len > (size_t)n ? -EINVAL : 0);
+	CHECK_EQ(up_commit(w, 0), 0);
+}
+
+static void overflow_reserve_commit(void)
+{
+	size_t i;
+	int b;
+
+	harness_block_sigchld();
+	for (b = 0; b < 2; b++) {
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			struct up_pipe *p = mk_pipe(64 * KiB, 0);
+			struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK);
+			struct up_end *w = mk_end(p, UP_WR | (b ? UP_NONBLOCK : 0));
+			char buf[16];
+
+			for (i = 0; i < N_HUGE; i++)
+				reserve_huge_one(w, huge_lens[i]);
+			/* commit without a reservation, and over a small one */
+			for (i = 0; i < N_HUGE; i++) {
+				struct iovec iov[4];
+				int cnt = 4;
+
+				CHECK_EQ(up_commit(w, huge_lens[i]), -EINVAL);
+				CHECK_EQ(up_reserve(w, 100, iov, &cnt), 100);
+				memset(iov[0].iov_base, 'a' + (int)i, 100);
+				CHECK_EQ(up_commit(w, huge_lens[i]), -EINVAL);
+				CHECK_EQ(up_commit(w, 0), 0);
+			}
+			/* none of it reached the stream; the pipe still works */
+			CHECK_EQ(up_read(r, buf, sizeof(buf)), -EAGAIN);
+			CHECK_EQ(up_write(w, "ok", 2), 2);
+			CHECK_EQ(up_read(r, buf, sizeof(buf)), 2);
+			CHECK(memcmp(buf, "ok", 2) == 0);
+			CHECK_OK(up_close(r));
+			CHECK_OK(up_close(w));
+			up_pipe_release(p);
+			_exit(0);
+		}
+		/* A page count that wraps spins for ever: the deadline fails it. */
+		harness_reap_ok(pid, 10, b ? "reserve/commit, non-blocking" : "reserve/commit");
+	}
+}
+
+/*
+ * Writes and reads: a length over SSIZE_MAX is refused, iovec totals that
+ * wrap are refused, and a total whose page count wraps a 32-bit counter
+ * (2^44 bytes: the caller's buffer need not be that large, the pipe takes
+ * only its capacity from the front) is a short write, not -EAGAIN or a spin.
+ */
+static void overflow_read_write(void)
+{
+	struct up_pipe *p = mk_pipe(64 * KiB, 0);
+	struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK), *w = mk_end(p, UP_WR | UP_NONBLOCK);
+	const size_t cap = up_capacity(p);
+	unsigned char *src, *dst;
+	struct iovec iov[4];
+	size_t i;
+	int cnt;
+
+	src = mmap(NULL, 2 * cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	dst = mmap(NULL, 2 * cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(src != MAP_FAILED && dst != MAP_FAILED);
+	harness_fill(7, 0, src, 2 * cap);
+
+	for (i = 0; i < N_HUGE; i++) {
+		if (huge_lens[i] > (size_t)SSIZE_MAX)
+			CHECK_EQ(up_write(w, src, huge_lens[i]), -EINVAL);
+	}
+	/* iovec totals that wrap, or pass SSIZE_MAX */
+	{
+		static const size_t pairs[][2] = {
+			{ SIZE_MAX, 2 }, { 2, SIZE_MAX }, { SIZE_MAX / 2 + 1, SIZE_MAX / 2 + 1 },
+			{ (size_t)SSIZE_MAX, 1 }, { (size_t)SSIZE_MAX - 4095, 8192 },
+			{ SIZE_MAX - 4095, 4096 },
+		};
+		size_t k;
+
+		for (k = 0; k < sizeof(pairs) / sizeof(pairs[0]); k++) {
+			iov[0].iov_base = src;
+			iov[0].iov_len = pairs[k][0];
+			iov[1].iov_base = src;
+			iov[1].iov_len = pairs[k][1];
+			CHECK_EQ(up_writev(w, iov, 2), -EINVAL);
+			iov[0].iov_base = dst;
+			iov[1].iov_base = dst;
+			CHECK_EQ(up_readv(r, iov, 2), -EINVAL);
+		}
+	}
+	CHECK_EQ(up_read(r, dst, 16), -EAGAIN); /* nothing was written */
+
+	/* 2^44 and neighbours: the pipe takes its capacity, a short write */
+	for (i = 0; i < N_HUGE; i++) {
+		ssize_t n;
+		size_t got = 0;
+
+		if (huge_lens[i] > (size_t)SSIZE_MAX)
+			continue;
+		iov[0].iov_base = src;
+		iov[0].iov_len = huge_lens[i];
+		n = up_writev(w, iov, 1);
+		CHECK(n > 0);
+		CHECK((size_t)n <= cap);
+		/* a read of SIZE_MAX - k takes what is there */
+		while (got < (size_t)n) {
+			ssize_t k = up_read(r, dst + got, SIZE_MAX - i);
+
+			CHECK(k > 0);
+			got += (size_t)k;
+		}
+		CHECK_EQ(got, (size_t)n);
+		CHECK_EQ(harness_verify(7, 0, dst, got), (size_t)-1);
+	}
+
+	/* consume and peek: lengths past what is readable are refused and
+	 * leave the stream alone */
+	CHECK_EQ(up_write(w, src, 100), 100);
+	for (i = 0; i < N_HUGE; i++) {
+		struct iovec v[2];
+
+		CHECK_EQ(up_consume(r, huge_lens[i]), -EINVAL);
+		cnt = 2;
+		CHECK_EQ(up_peek(r, v, &cnt), 100);
+		CHECK_EQ(cnt, 1);
+		CHECK_EQ(v[0].iov_len, 100);
+	}
+	cnt = INT_MAX; /* more spans than there are slots: the slots bound it */
+	CHECK_EQ(up_peek(r, iov, &cnt), 100);
+	CHECK_EQ(cnt, 1);
+	cnt = INT_MIN;
+	CHECK_EQ(up_peek(r, iov, &cnt), -EINVAL);
+	cnt = 0;
+	CHECK_EQ(up_reserve(w, 10, iov, &cnt), -EINVAL);
+	cnt = INT_MIN;
+	CHECK_EQ(up_reserve(w, 10, iov, &cnt), -EINVAL);
+	CHECK_EQ(up_consume(r, 100), 0);
+	CHECK_EQ(up_read(r, dst, 16), -EAGAIN);
+
+	munmap(src, 2 * cap);
+	munmap(dst, 2 * cap);
+	CHECK_OK(up_close(r));
+	CHECK_OK(up_close(w));
+	up_pipe_release(p);
+}
+
+static void tw_cap_max_k(struct up_config *c) { c->capacity = SIZE_MAX - 4095; }
+static void tw_cap_wrap(struct up_config *c) { c->capacity = SIZE_MAX - 4094; }
+static void tw_page_max(struct up_config *c) { c->page_size = SIZE_MAX; }
+static void tw_page_max_k(struct up_config *c) { c->page_size = SIZE_MAX - 4095; }
+static void tw_page_u32(struct up_config *c) { c->page_size = ((size_t)1 << 32) | 4096; }
+static void tw_page_2e32(struct up_config *c) { c->page_size = (size_t)1 << 32; }
+static void tw_pool_min_max(struct up_config *c) { c->pool_min = SIZE_MAX; }
+static void tw_pool_keep_max(struct up_config *c) { c->pool_keep = SIZE_MAX; }
+static void tw_pool_keep_max_k(struct up_config *c) { c->pool_keep = SIZE_MAX - 4095; }
+
+/* Sizes in up_config near SIZE_MAX: refused, or taken as "as much as allowed". */
+static void overflow_config(void)
+{
+	CHECK_EQ(create_with(tw_cap_max), -EINVAL);
+	CHECK_EQ(create_with(tw_cap_max_k), -EINVAL);
+	CHECK_EQ(create_with(tw_cap_wrap), -EINVAL);
+	CHECK_EQ(create_with(tw_page_max), -EINVAL);
+	CHECK_EQ(create_with(tw_page_max_k), -EINVAL);
+	CHECK_EQ(create_with(tw_page_u32), -EINVAL);
+	CHECK_EQ(create_with(tw_page_2e32), -EINVAL);
+	/* pool sizes are clamped: a pool of at most twice the capacity, and
+	 * keep-everything */
+	CHECK_EQ(create_with(tw_pool_min_max), 0);
+	CHECK_EQ(create_with(tw_pool_keep_max), 0);
+	CHECK_EQ(create_with(tw_pool_keep_max_k), 0);
+}
+
 int main(int argc, char **argv)
 {
 	sem_init(argc, argv);
@@ -236,5 +449,8 @@ int main(int argc, char **argv)
 	RUN(einval_open_flags);
 	RUN(einval_config);
 	RUN(capacity_rounding);
+	RUN(overflow_reserve_commit);
+	RUN(overflow_read_write);
+	RUN(overflow_config);
 	return 0;
 }

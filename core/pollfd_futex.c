@@ -63,6 +63,7 @@
 #define PF_WORDS           (PF_WAITV_MAX - 1)
 #define PF_HELPERS         32
 #define PF_ERR_BACKOFF_NS  1000000ull
+#define PF_TICK_GRID       (UP_WAIT_SLICE_NS / 2)
 
 enum { PF_IDLE, PF_PENDING, PF_FIRED };
 enum { PF_WHY_WORD, PF_WHY_TICK, PF_WHY_ERR };
@@ -470,7 +471,9 @@ int up__pf_arm(struct up__pf_end *pe, _Atomic uint32_t *word, uint32_t expect,
 	pe->gen = reg.gen;
 	pe->expect = expect;
 	pe->tick = tick;
-	pe->tick_at = tick ? up__now_ns() + UP_WAIT_SLICE_NS : 0;
+	/* On a grid of half slices, so that the ticks of the blind ends of a
+	 * helper come in few rounds: half a slice to a slice away. */
+	pe->tick_at = tick ? ((up__now_ns() + PF_TICK_GRID) / PF_TICK_GRID + 1) * PF_TICK_GRID : 0;
 	pe->state = PF_PENDING;
 	pe->prev = NULL;
 	pe->next = h->w[wi].ends;

@@ -480,9 +480,12 @@ int up__pf_arm(struct up__pf_end *pe, _Atomic uint32_t *word, uint32_t expect,
 	if (pe->next)
 		pe->next->prev = pe;
 	h->w[wi].ends = pe;
-	/* A helper already queued on the word with this value wakes for us
-	 * too; anything else it must queue anew. */
-	need_kick = !h->w[wi].active || h->w[wi].val != expect ||
+	/* A helper queued on the word wakes for us too, whatever value it
+	 * queued with: one that differs from ours is an older one, which came
+	 * with a wake of its own (or futex_waitv returns at once), and the
+	 * rebuild that follows queues ours. A tick earlier than its timeout,
+	 * or a word it does not wait on yet, needs a new wait. */
+	need_kick = !h->w[wi].active ||
 		    (tick && (!h->timeout_at || pe->tick_at < h->timeout_at));
 	pthread_mutex_unlock(&reg.mu);
 	if (need_kick) {

@@ -288,6 +288,8 @@ static void killed_peer_in_epoll(int role)
 	t1 = harness_now_ns();
 	n = role == UP_WR ? up_write(e, big, 1) : up_read(e, big, sizeof(big));
 	CHECK_EQ(n, role == UP_WR ? -EPIPE : 0);
+	/* Disarmed: the dead peer's pidfd no longer makes the fd readable. */
+	CHECK_EQ(ep_wait(ep, 0), -1);
 	printf("# %s: readable %.1f ms after the SIGKILL of its peer (%s)\n",
 	       role == UP_WR ? "writer" : "reader", (double)(t1 - t0) / 1e6,
 	       on_futex(p) ? "futex" : "io_uring");
@@ -343,6 +345,7 @@ static void late_writer_killed(void)
 		n = up_read(r, buf, sizeof(buf));
 		if (n == 0)
 			break;
+		CHECK(harness_now_ns() - t0 < 100000000ull);
 		CHECK_EQ(n, -EAGAIN);
 		CHECK_EQ(up_poll_arm(r), 0);
 	}
@@ -661,6 +664,80 @@ static void arm_wake_torture(void)
 		up_pipe_release(p[i]);
 }
 
+/*
+ * The helpers' semantics, through a futex waker's ops on a word of our own:
+ * an arm with a stale value fires at once; a wake fires even when the word
+ * is back at its value (a lock word may be); a blind arm (no pidfd, one
+ * that epoll cannot watch, or more than it watches) ticks, also when it joins
+ * a word the helper already waits on, and its disarm says "look for dead
+ * peers"; a covered arm on the same word does not tick.
+ */
+static _Atomic uint32_t word_of_ours;
+
+static void helper_semantics(void)
+{
+	struct up__waker *w1 = up__waker_futex_new(), *w2 = up__waker_futex_new();
+	int self = (int)syscall(SYS_pidfd_open, getpid(), 0), many[UP_PF_PIDFDS + 1];
+	int plain = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	uint64_t sc = 0, t0;
+	int f1, f2;
+
+	CHECK(w1 && w2);
+	CHECK_SYS(self);
+	CHECK_SYS(plain);
+	f1 = w1->ops->pollfd(w1, &sc);
+	f2 = w2->ops->pollfd(w2, &sc);
+	if (f1 == -EOPNOTSUPP)
+		SKIP("no futex_waitv(2) here");
+	CHECK_OK(f1);
+	CHECK_OK(f2);
+	atomic_store(&word_of_ours, 5);
+
+	/* A stale value: fired by the helper's first look. */
+	CHECK_OK(w1->ops->arm(w1, &word_of_ours, 4, &self, 1, &sc));
+	CHECK_EQ(wait_fd(f1, POLL_MS), 1);
+	CHECK_EQ(w1->ops->disarm(w1, &sc), 0);
+	CHECK_EQ(wait_fd(f1, 0), 0);
+
+	/* A wake with the word unchanged. */
+	CHECK_OK(w1->ops->arm(w1, &word_of_ours, 5, &self, 1, &sc));
+	wait_watches(1);
+	CHECK_EQ(wait_fd(f1, 0), 0);
+	CHECK_OK(up__futex_wake(&word_of_ours, UP_WAKE_ALL, &sc));
+	CHECK_EQ(wait_fd(f1, POLL_MS), 1);
+	CHECK_EQ(w1->ops->disarm(w1, &sc), 0);
+
+	/* A blind end joins the word a covered one waits on. */
+	CHECK_OK(w1->ops->arm(w1, &word_of_ours, 5, &self, 1, &sc));
+	wait_watches(1);
+	t0 = harness_now_ns();
+	CHECK_OK(w2->ops->arm(w2, &word_of_ours, 5, NULL, 0, &sc));
+	CHECK_EQ(wait_fd(f2, 100), 1);
+	CHECK(harness_now_ns() - t0 <= UP_WAIT_SLICE_NS + 20000000ull);
+	CHECK_EQ(w2->ops->disarm(w2, &sc), 1);
+	CHECK_EQ(wait_fd(f1, 0), 0);
+
+	/* A pidfd epoll refuses (a plain file), or more than it takes. */
+	CHECK_OK(w2->ops->arm(w2, &word_of_ours, 5, &plain, 1, &sc));
+	CHECK_EQ(wait_fd(f2, 100), 1);
+	CHECK_EQ(w2->ops->disarm(w2, &sc), 1);
+	for (int i = 0; i <= UP_PF_PIDFDS; i++)
+		CHECK_SYS(many[i] = dup(self));
+	CHECK_OK(w2->ops->arm(w2, &word_of_ours, 5, many, UP_PF_PIDFDS + 1, &sc));
+	CHECK_EQ(wait_fd(f2, 100), 1);
+	CHECK_EQ(w2->ops->disarm(w2, &sc), 1);
+	for (int i = 0; i <= UP_PF_PIDFDS; i++)
+		close(many[i]);
+
+	/* The covered one never ticked. */
+	CHECK_EQ(wait_fd(f1, 0), 0);
+	CHECK_EQ(w1->ops->disarm(w1, &sc), 0);
+	w1->ops->destroy(w1);
+	w2->ops->destroy(w2);
+	close(self);
+	close(plain);
+}
+
 /* A forked child has no helper thread: its first arm makes one, and its
  * fd turns readable on data as the parent's does. */
 static void child_arms_its_own(void)
@@ -879,6 +956,7 @@ int main(int argc, char **argv)
 		printf("# io_uring backend: the helpers' own cases do not apply\n");
 		return 0;
 	}
+	RUN(helper_semantics);
 	RUN(late_writer_killed);
 	RUN(disarmed_poller_keeps_no_wake);
 	RUN(close_while_armed_is_clean);

@@ -812,8 +812,11 @@ static void futex_backend_has_pollfd(void)
 	struct up_stats st;
 	int fd;
 
-	/* Only meaningful when the fallback is forced. */
-	if (!getenv("UP_FORCE_FUTEX"))
+	/* Only meaningful when the fallback is forced (as wake_select.c reads
+	 * UP_FORCE_FUTEX: set, not empty, not "0"). */
+	const char *v = getenv("UP_FORCE_FUTEX");
+
+	if (!v || !*v || strcmp(v, "0") == 0)
 		return;
 	CHECK_OK(up_pipe_create(NULL, &p));
 	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &r));

@@ -17,8 +17,8 @@
  * then renamed onto the name (never over a live listener). A socket left at
  * the name by a listener that died refuses connections: it is reclaimed.
  *
- * Only public calls (up_pipe_fd) and the allocator are used: nothing here
- * is on the data path.
+ * Only public calls (up_pipe_fd), live.c's reopen and the allocator are
+ * used: nothing here is on the data path.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -393,9 +393,12 @@ int up_listen2(struct up_pipe *p, const char *name, unsigned int mode, unsigned 
 	l->euid = geteuid();
 	l->egid = getegid();
 	l->pid = getpid();
-	l->memfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	/* A description of the memfd of its own, holding no liveness lock
+	 * (live.c): a client that keeps the descriptor it was sent must not
+	 * keep this process's ends alive after it has died. */
+	l->memfd = up__live_reopen(fd);
 	if (l->memfd < 0) {
-		r = -errno;
+		r = l->memfd;
 		goto err;
 	}
 	l->lfd = up__name_socket();

@@ -1,30 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * peer.c - noticing peers that died without closing.
+ * peer.c - the endpoint table, and noticing peers that died without closing.
  *
  * Every endpoint has an entry in the segment's endpoint table: its role, a
- * generation, and the pid of its process. A process killed with SIGKILL
- * never runs up_close(), so its readers/writers counts would stay up forever
- * and the other side would sleep forever. Two things prevent that:
+ * generation, and an OFD lock on the memfd that the kernel drops when its
+ * process goes (live.c). A process killed with SIGKILL never runs
+ * up_close(), so its readers/writers counts would stay up forever and the
+ * other side would wait forever. Reaping prevents that: every entry whose
+ * lock is gone is freed (one CAS, so one reaper wins) and the count of its
+ * role dropped, which turns into end of stream or -EPIPE through the
+ * ordinary sleep handshake. Reaping runs where an end has time for a system
+ * call per peer: when a sleep slice ends or a pidfd fires, when a call
+ * would return -EAGAIN, and on a bounded interval while an end streams
+ * (up__live_tick(), ring.h).
  *
- *  - while a side sleeps, its io_uring also polls the pidfds of the peer
- *    processes it depends on (writers for a reader, readers for a writer),
- *    so it wakes the moment one of them exits; the futex(2) fallback cannot
- *    watch pidfds and instead sleeps in bounded slices;
- *  - on waking for either reason it reaps: every entry whose process is
- *    gone is freed (one CAS, so one reaper wins) and the count of its role
- *    dropped, which turns into end of stream or -EPIPE through the ordinary
- *    sleep handshake.
+ * What wakes a sleeper when a peer dies: where the peer's pid means the
+ * same process to us (its entry names our pid namespace), the sleeper's
+ * io_uring polls a pidfd of it and wakes at once; elsewhere (another pid
+ * namespace, the futex(2) backend) the sleep's slice (UP_WAIT_SLICE_NS)
+ * bounds how late the death is seen. A pid and a namespace read from the
+ * segment are only hints for that wake: whether the peer is alive is always
+ * asked of its lock.
+ *
+ * Counts are hints too: a side with no entry left in the table has no open
+ * end whatever its count says, and a side that came cannot un-come
+ * (counts_repair()).
  *
  * A lock whose holder died is taken over by the next taker (lock.c): the
  * ring is published by single stores (head, a slot's len, the readers'
  * position word), so a holder that died mid-way left nothing half-visible.
- *
- * Pid reuse: liveness is asked of pidfds opened while the peer was alive
- * when we have them, else of kill(pid, 0); a reused pid can only delay the
- * reaping of one entry until that pid exits too, never reap a live peer.
- * Entries of this process are never reaped by it (it is alive by
- * definition).
  */
 #include <poll.h>
 #include <signal.h>
@@ -37,38 +41,11 @@
 #define SYS_pidfd_open 434
 #endif
 
-/*
- * Has the process exited? kill(pid, 0) is not enough: it succeeds on a
- * zombie (killed, not yet waited for by its parent), and a killed peer stays
- * a zombie for as long as its parent is busy. A pidfd polls readable as
- * soon as the process has exited, zombie or not.
- */
-static bool pid_alive(pid_t pid, uint64_t *syscalls)
-{
-	struct pollfd pfd;
-	int fd, r;
-
-	*syscalls += 1;
-	fd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (fd < 0) {
-		if (errno == ESRCH)
-			return false;
-		/* No pidfds here (old kernel, seccomp): fall back. EPERM:
-		 * it exists, we just may not signal it. */
-		*syscalls += 1;
-		return kill(pid, 0) == 0 || errno == EPERM;
-	}
-	pfd.fd = fd;
-	pfd.events = POLLIN;
-	*syscalls += 2;
-	r = poll(&pfd, 1, 0);
-	close(fd);
-	return !(r > 0 && (pfd.revents & (POLLIN | POLLHUP)));
-}
-
 /* Claim an entry of the segment's endpoint table for an end of @role in
- * process @pid. 0, or -EMFILE when the table is full. */
-int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t *idx, uint32_t *state)
+ * process @pid (UP_PID_HANDOVER: a child's, in fork()), holding its
+ * liveness byte @which. 0, or -EMFILE when the table is full. */
+int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t which, uint64_t pidns,
+		  uint32_t *idx, uint32_t *state)
 {
 	uint32_t i;
 
@@ -78,6 +55,11 @@ int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t *idx, ui
 		uint32_t cur = atomic_load_explicit(&se->state, memory_order_relaxed);
 
 		if ((cur & UP_END_ROLE_MASK) != UP_END_FREE)
+			continue;
+		/* The lock before the claim: a reaper never sees the entry
+		 * claimed and unlocked. Held by another description: somebody
+		 * is claiming it right now, or a peer holds it for no reason. */
+		if (up__live_hold(p, i, which) < 0)
 			continue;
 		/* The generation in the upper bits changes with every claim, so a
 		 * stale lock owner id can be told from a new holder (issue 6). */
@@ -90,9 +72,13 @@ int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t *idx, ui
 							    memory_order_acq_rel,
 							    memory_order_relaxed)) {
 			*state = next;
+			/* relaxed: our own mask (up__live_own()). */
+			atomic_fetch_or_explicit(&p->own, (uint64_t)1 << i, memory_order_relaxed);
 			/* relaxed: published by the [end-pid] release below. */
 			atomic_store_explicit(&se->busy, UP_BUSY_OUT, memory_order_relaxed);
 			atomic_store_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
+			atomic_store_explicit(&se->held, 0, memory_order_relaxed);
+			atomic_store_explicit(&se->pidns, pidns, memory_order_relaxed);
 			/* [ends-gen] rel: the entry's words before its pid; the
 			 * generation bump below publishes it too; pairs with
 			 * [ends-gen] acq in up__peers_watch(). */
@@ -105,11 +91,12 @@ int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t *idx, ui
 			*idx = i;
 			return 0;
 		}
+		up__live_drop(p, i);
 	}
 	return -EMFILE;
 }
 
-void up__end_free(struct up_pipe *p, uint32_t idx)
+void up__end_free(struct up_pipe *p, uint32_t idx, bool drop)
 {
 	struct up_shm_end *se = &p->ends[idx];
 	/* relaxed: our own entry; nobody else writes it while it is ours. */
@@ -123,6 +110,28 @@ void up__end_free(struct up_pipe *p, uint32_t idx)
 	/* [ends-gen] rel: the freed entry before the new generation; pairs
 	 * with [ends-gen] acq in up__sweep_orphans(). */
 	atomic_fetch_add_explicit(&p->ln->state.ends_gen, 1, memory_order_release);
+	/* relaxed: our own mask (up__live_own()). */
+	atomic_fetch_and_explicit(&p->own, ~((uint64_t)1 << idx), memory_order_relaxed);
+	/* After the free: until then a reaper must find the lock held. */
+	if (drop)
+		up__live_drop(p, idx);
+}
+
+/* fork.c: entry @idx, claimed by this process for its child, is the
+ * child's now (it holds the owner's byte): no longer ours to skip, and the
+ * handover byte goes. */
+void up__end_handed(struct up_pipe *p, uint32_t idx)
+{
+	/* relaxed: our own mask (up__live_own()). */
+	atomic_fetch_and_explicit(&p->own, ~((uint64_t)1 << idx), memory_order_relaxed);
+	up__live_drop(p, idx);
+}
+
+/* fork.c: entry @idx, claimed by the parent, is this child's. */
+void up__end_mine(struct up_pipe *p, uint32_t idx)
+{
+	/* relaxed: our own mask (up__live_own()). */
+	atomic_fetch_or_explicit(&p->own, (uint64_t)1 << idx, memory_order_relaxed);
 }
 
 /* seq_cst decrement that never goes below zero, whatever a peer wrote. */
@@ -149,8 +158,11 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 {
 	struct up_shm_end *se = &p->ends[idx];
 	uint32_t role = seen & UP_END_ROLE_MASK;
-	_Atomic uint32_t *count;
-	uint32_t armed;
+	/* Where it died announced, asleep or armed in poll mode; read before
+	 * the entry is freed, since a new owner may rewrite it right after.
+	 * relaxed: the dead owner wrote it last (its lock is gone), and the
+	 * counts it names are changed by their own seq_cst RMWs below. */
+	uint32_t armed = atomic_load_explicit(&se->armed, memory_order_relaxed);
 
 	/* [end-state] acq_rel: one reaper wins, and the loser sees the entry
 	 * freed; the acquire half orders what follows after the claim being
@@ -162,14 +174,10 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 						     memory_order_acq_rel,
 						     memory_order_relaxed))
 		return false;
-	/* relaxed: a free entry's pid is ignored; it publishes nothing. */
-	atomic_store_explicit(&se->pid, 0, memory_order_relaxed);
-	/* It died asleep, or armed in poll mode: take it off that wait line.
-	 * Left there, it made every waker believe in a sleeper, and an armed
-	 * one turned every data wake into a wake for all.
-	 * relaxed: the exchange reads the latest value whatever the order, and
-	 * the counts it names are changed by their own seq_cst RMWs below. */
-	armed = atomic_exchange_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
+	/* Take it off that wait line. Left there, it made every waker believe
+	 * in a sleeper, and an armed one turned every data wake into a wake
+	 * for all. The entry itself is not written again: it may be claimed
+	 * already. */
 	if ((armed & UP_ARMED_LINE_MASK) == UP_ARMED_LINE_RD ||
 	    (armed & UP_ARMED_LINE_MASK) == UP_ARMED_LINE_WR) {
 		struct up_shm_wait *wl = (armed & UP_ARMED_LINE_MASK) == UP_ARMED_LINE_RD
@@ -182,8 +190,10 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 	} else if ((armed & UP_ARMED_LINE_MASK) == UP_ARMED_LINE_WLOCK) {
 		dec_floor0(&p->ln->wlock.npoll);
 	}
-	count = role == UP_END_READER ? &p->ln->state.readers : &p->ln->state.writers;
-	up__side_leave(count);
+	if (role == UP_END_READER)
+		up__side_leave(&p->ln->state.readers);
+	else if (role == UP_END_WRITER)
+		up__side_leave(&p->ln->state.writers);
 	/* [ends-gen] rel: the freed entry and the dropped counts before the
 	 * new generation; pairs with [ends-gen] acq in up__sweep_orphans() and
 	 * up__peers_watch(). */
@@ -191,40 +201,94 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 	return true;
 }
 
+/*
+ * A count that the table contradicts, put right: a side with an open count
+ * but no entry of its role left has no open end (a peer stored the count,
+ * or died between its free and its decrement), and a side this end saw
+ * come has come, whatever was stored since. Safe against honest ends in
+ * flight: an end is claimed before it is counted and uncounted before it is
+ * freed, so a count above the table's entries can only be stale, and the
+ * CAS fails if any end joined or left since the load.
+ */
+static bool counts_repair(struct up_end *e, _Atomic uint32_t *count, uint32_t entries,
+			  uint32_t bit, uint32_t gen)
+{
+	/* [wait] sc: as the counts are read by the sleep handshake; pairs
+	 * with [wait] sc in up__side_leave(). */
+	uint32_t x = atomic_load_explicit(count, memory_order_seq_cst), want = x;
+
+	/* An end claimed after the scan passed its entry, and counted before
+	 * the load above, bumped the generation in between: then @entries is
+	 * stale, and the next check decides.
+	 * [ends-gen] acq: pairs with [ends-gen] rel in up__end_claim(). */
+	if (atomic_load_explicit(&e->p->ln->state.ends_gen, memory_order_acquire) != gen)
+		entries = UINT32_MAX;
+
+	/* A reader that has read a byte has seen a writer come. relaxed: our
+	 * own counter. */
+	if (bit == UP_CAME_WRITERS && atomic_load_explicit(&e->c.bytes_read, memory_order_relaxed))
+		e->came |= bit;
+	if (x & UP_COUNT_EVER)
+		e->came |= bit;
+	else if (e->came & bit)
+		want = x | UP_COUNT_EVER;
+	if (entries == 0 && up__side_open(want) != 0)
+		want = UP_COUNT_EVER;
+	if (want == x)
+		return false;
+	/* [wait] sc: the progress store for sleepers waiting for end of stream
+	 * or EPIPE, as up__side_leave(); pairs with [wait] sc in up__rd_ready()
+	 * and up__wr_ready(). */
+	return atomic_compare_exchange_strong_explicit(count, &x, want, memory_order_seq_cst,
+						       memory_order_relaxed);
+}
+
+/* Returns the entries reaped, plus one if a count was put right. */
 int up__peers_reap(struct up_end *e)
 {
 	struct up_pipe *p = e->p;
-	const pid_t self = e->pid;
+	uint32_t i, nrd = 0, nwr = 0;
 	uint64_t sc = 0;
-	uint32_t i;
 	int reaped = 0;
+	bool fixed;
+	/* [ends-gen] acq: the table as of this generation; pairs with
+	 * [ends-gen] rel in up__end_claim(). */
+	uint32_t gen = atomic_load_explicit(&p->ln->state.ends_gen, memory_order_acquire);
 
 	for (i = 0; i < p->g.max_ends; i++) {
 		/* [end-state] acq: the entry as its claim or free left it;
 		 * pairs with [end-state] acq_rel in up__end_claim() and
 		 * reap_entry() and [end-state] rel in up__end_free(). */
 		uint32_t st = atomic_load_explicit(&p->ends[i].state, memory_order_acquire);
-		pid_t pid;
+		uint32_t role = st & UP_END_ROLE_MASK;
 
-		if ((st & UP_END_ROLE_MASK) == UP_END_FREE)
+		if (role == UP_END_FREE)
 			continue;
-		/* relaxed: a liveness hint, asked of the kernel before use; 0
-		 * (a claim not finished) skips the entry. */
-		pid = atomic_load_explicit(&p->ends[i].pid, memory_order_relaxed);
-		if (pid <= 0 || pid == self)
+		if (!up__live_own(p, i) && !up__live_check(p, i, &sc)) {
+			if (reap_entry(p, i, st))
+				reaped++;
 			continue;
-		if (pid_alive(pid, &sc))
-			continue;
-		if (reap_entry(p, i, st))
-			reaped++;
+		}
+		nrd += role == UP_END_READER;
+		nwr += role == UP_END_WRITER;
 	}
 	up__count(&e->c.syscalls, sc);
-	if (reaped) {
+	fixed = counts_repair(e, &p->ln->state.readers, nrd, UP_CAME_READERS, gen);
+	fixed |= counts_repair(e, &p->ln->state.writers, nwr, UP_CAME_WRITERS, gen);
+	if (reaped || fixed) {
 		/* Both sides may be asleep on a condition the counts decide. */
 		up__wake_all(e, &p->ln->rd_wait);
 		up__wake_all(e, &p->ln->wr_wait);
 	}
-	return reaped;
+	e->live_ns = up__coarse_ns();
+	return reaped + fixed;
+}
+
+bool up__live_poll(struct up_end *e)
+{
+	if (up__coarse_ns() - e->live_ns < UP_LIVE_CHECK_NS)
+		return false;
+	return up__peers_reap(e) > 0;
 }
 
 /*
@@ -240,7 +304,6 @@ bool up__lock_owner_gone(struct up_end *e, uint32_t owner)
 	 * up__peers_reap(); pairs with [end-state] acq_rel in up__end_claim()
 	 * and reap_entry() and [end-state] rel in up__end_free(). */
 	uint32_t st = atomic_load_explicit(&p->ends[idx].state, memory_order_acquire);
-	pid_t pid;
 	uint64_t sc = 0;
 	bool dead;
 
@@ -248,11 +311,9 @@ bool up__lock_owner_gone(struct up_end *e, uint32_t owner)
 		return true;
 	if (up__lock_id(st, idx) != owner)
 		return true;
-	/* relaxed: a liveness hint, as in up__peers_reap(). */
-	pid = atomic_load_explicit(&p->ends[idx].pid, memory_order_relaxed);
-	if (pid <= 0 || pid == e->pid)
+	if (up__live_own(p, idx))
 		return false;
-	dead = !pid_alive(pid, &sc);
+	dead = !up__live_check(p, idx, &sc);
 	up__count(&e->c.syscalls, sc);
 	if (dead)
 		reap_entry(p, idx, st);
@@ -275,13 +336,15 @@ void up__peers_forget(struct up_end *e)
 
 /*
  * Before sleeping: make sure e->peer_pidfds holds pidfds of the processes
- * whose death should wake us (entries of @role). Rebuilt only when the
- * endpoint table changed since the last time, so a steady pipe pays nothing.
+ * whose death should wake us (entries of @role), and e->peers_blind counts
+ * the peers no pidfd watches (another pid namespace, or no pidfds): only
+ * the slice notices those. Rebuilt only when the endpoint table changed
+ * since the last time, so a steady pipe pays nothing. Returns 1 when a peer
+ * may be gone already (the caller reaps).
  */
 int up__peers_watch(struct up_end *e, uint32_t role)
 {
 	struct up_pipe *p = e->p;
-	const pid_t self = e->pid;
 	/* [ends-gen] acq: the table as of this generation; pairs with
 	 * [ends-gen] rel in up__end_claim(), up__end_free() and
 	 * reap_entry(). */
@@ -294,7 +357,8 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 	if (e->peers_gen == gen + 1 && e->peers_role == role)
 		return 0;
 	close_pidfds(e);
-	for (i = 0; i < p->g.max_ends && e->npeer < UP_MAX_PEER_FDS; i++) {
+	e->peers_blind = 0;
+	for (i = 0; i < p->g.max_ends; i++) {
 		/* [end-state] acq: as in up__peers_reap(); pairs with
 		 * [end-state] acq_rel in up__end_claim() and reap_entry() and
 		 * [end-state] rel in up__end_free(). */
@@ -305,10 +369,16 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 		if (role == UP_PEERS_ANY ? (st & UP_END_ROLE_MASK) == UP_END_FREE
 					 : (st & UP_END_ROLE_MASK) != role)
 			continue;
-		/* relaxed: a liveness hint, as in up__peers_reap(). */
-		pid = atomic_load_explicit(&p->ends[i].pid, memory_order_relaxed);
-		if (pid <= 0 || pid == self)
+		if (up__live_own(p, i))
 			continue;
+		/* relaxed: hints for the wake only, as the header says. */
+		pid = atomic_load_explicit(&p->ends[i].pid, memory_order_relaxed);
+		if (pid <= 0 || e->pidns == 0 ||
+		    atomic_load_explicit(&p->ends[i].pidns, memory_order_relaxed) != e->pidns ||
+		    e->npeer == UP_MAX_PEER_FDS) {
+			e->peers_blind++;
+			continue;
+		}
 		for (j = 0; j < n && seen[j] != pid; j++)
 			;
 		if (j < n)
@@ -320,10 +390,13 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 			e->peer_pidfds[e->npeer++] = fd;
 		else if (errno == ESRCH)
 			gone = 1; /* already gone: no pidfd will ever fire for it */
+		else
+			e->peers_blind++;
 	}
 	up__count(&e->c.syscalls, sc);
 	/* +1 so that 0 means "never built". */
 	e->peers_gen = gen + 1;
 	e->peers_role = role;
-	return gone;
+	/* The pids were hints: the table changed, so ask every lock once. */
+	return 1 | gone;
 }

@@ -32,6 +32,7 @@ void up_config_init(struct up_config *cfg)
 int up_pipe_create(const struct up_config *cfg, struct up_pipe **out)
 {
 	struct up_config c;
+	int r;
 
 	if (!out)
 		return -EINVAL;
@@ -47,14 +48,22 @@ int up_pipe_create(const struct up_config *cfg, struct up_pipe **out)
 	}
 	if (c.flags & ~UP_CFG_ALL)
 		return -EINVAL;
-	return up__shm_create(&c, out);
+	r = up__shm_create(&c, out);
+	if (r == 0)
+		up__fork_track_pipe(*out);
+	return r;
 }
 
 int up_pipe_attach(int fd, struct up_pipe **out)
 {
+	int r;
+
 	if (!out)
 		return -EINVAL;
-	return up__shm_attach(fd, out);
+	r = up__shm_attach(fd, out);
+	if (r == 0)
+		up__fork_track_pipe(*out);
+	return r;
 }
 
 int up_pipe_fd(const struct up_pipe *p)
@@ -67,8 +76,10 @@ void up__pipe_put(struct up_pipe *p)
 	/* [refs] acq_rel: the last dropper sees every other user's writes to
 	 * p (the counters folded into p->closed) before unmapping; pairs with
 	 * itself, run by every dropper. */
-	if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+	if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1) {
+		up__fork_untrack_pipe(p);
 		up__shm_unmap(p);
+	}
 }
 
 void up_pipe_release(struct up_pipe *p)
@@ -110,6 +121,24 @@ static void end_release(struct up_end *e)
 	e->resv_bytes = 0;
 }
 
+/*
+ * The handle's descriptor must be this process's own open file description
+ * before an end takes a liveness lock through it (live.c). A handle that
+ * came across fork() with no end open shares the parent's: it gets its own
+ * here, at its first open in the child.
+ */
+static int own_description(struct up_pipe *p)
+{
+	uint64_t sc = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&p->mu);
+	if (p->live_gen != up__live_gen())
+		r = up__live_private(p, &sc);
+	pthread_mutex_unlock(&p->mu);
+	return r;
+}
+
 int up_open(struct up_pipe *p, int flags, struct up_end **out)
 {
 	struct up_end *e;
@@ -123,6 +152,8 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 	dir = flags & (UP_RD | UP_WR);
 	if (dir != UP_RD && dir != UP_WR)
 		return -EINVAL;
+	if (p->unmapped)
+		return -EIO; /* a fork child that could not map it again (live.c) */
 	if (up__is_broken(p))
 		return -EPROTO;
 
@@ -144,12 +175,17 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		goto err_free;
 	}
 	e->pid = getpid();
-	r = up__end_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, e->pid, &e->idx, &st);
+	e->pidns = up__live_pidns();
+	r = own_description(p);
+	if (r < 0)
+		goto err_waker;
+	r = up__end_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, e->pid, UP_LIVE_OWNER,
+			  e->pidns, &e->idx, &st);
 	if (r == -EMFILE && up__peers_reap(e) > 0) {
 		/* Entries of processes that died without closing are reaped
 		 * by sleepers; a table full of them is reaped here. */
 		r = up__end_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, e->pid,
-				  &e->idx, &st);
+				  UP_LIVE_OWNER, e->pidns, &e->idx, &st);
 	}
 	if (r < 0)
 		goto err_waker;
@@ -159,6 +195,13 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 	/* relaxed: we hold a reference already (the caller's handle). */
 	atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
 	up__side_join(dir == UP_RD ? &p->ln->state.readers : &p->ln->state.writers);
+	/* The sides that came already (peer.c, counts_repair()); our own has.
+	 * [wait] sc: as the sleep handshake reads the counts; pairs with
+	 * [wait] sc in up__side_join(). */
+	if (atomic_load_explicit(dir == UP_RD ? &p->ln->state.writers : &p->ln->state.readers,
+				 memory_order_seq_cst) & UP_COUNT_EVER)
+		e->came |= dir == UP_RD ? UP_CAME_WRITERS : UP_CAME_READERS;
+	e->came |= dir == UP_RD ? UP_CAME_READERS : UP_CAME_WRITERS;
 	pthread_mutex_lock(&p->mu);
 	e->next = p->ends_list;
 	if (p->ends_list)
@@ -207,7 +250,7 @@ int up_close(struct up_end *e)
 		/* The other side sleeps on its own line: the last writer wakes
 		 * the readers (end of stream), the last reader the writers. */
 		up__wake_all(e, (e->flags & UP_RD) ? &p->ln->wr_wait : &p->ln->rd_wait);
-		up__end_free(p, e->idx);
+		up__end_free(p, e->idx, true);
 	}
 
 	pthread_mutex_lock(&p->mu);
@@ -268,8 +311,16 @@ static int check_iov(const struct iovec *iov, int iovcnt, size_t *total)
 	return 0;
 }
 
+/*
+ * Every call that may return without sleeping ticks the liveness clock
+ * (up__live_tick()), and one about to fail with -EAGAIN asks the peers'
+ * locks first (at most every UP_LIVE_CHECK_NS): a peer that died is
+ * noticed by an end that streams or retries, not only by one that sleeps,
+ * and the retry then returns end of stream or -EPIPE as pipe(7) has it.
+ */
 ssize_t up_writev(struct up_end *w, const struct iovec *iov, int iovcnt)
 {
+	ssize_t n;
 	size_t len;
 	int r;
 
@@ -280,12 +331,17 @@ ssize_t up_writev(struct up_end *w, const struct iovec *iov, int iovcnt)
 	r = check_iov(iov, iovcnt, &len);
 	if (r < 0)
 		return r;
-	return up__ring_write(w, iov, iovcnt, len);
+	up__live_tick(w);
+	n = up__ring_write(w, iov, iovcnt, len);
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(w))
+		n = up__ring_write(w, iov, iovcnt, len);
+	return n;
 }
 
 ssize_t up_write(struct up_end *w, const void *buf, size_t len)
 {
 	struct iovec v = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
+	ssize_t n;
 
 	if (!w)
 		return -EINVAL;
@@ -295,14 +351,19 @@ ssize_t up_write(struct up_end *w, const void *buf, size_t len)
 		return -EINVAL;
 	if (len > SSIZE_MAX)
 		return -EINVAL;
+	up__live_tick(w);
 	/* The lone writer's small write, when it fits the last page. */
 	if (w->last_ok && len != 0 && up__ring_write_small(w, buf, len) == len)
 		return (ssize_t)len;
-	return up__ring_write(w, &v, 1, len);
+	n = up__ring_write(w, &v, 1, len);
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(w))
+		n = up__ring_write(w, &v, 1, len);
+	return n;
 }
 
 ssize_t up_readv(struct up_end *r, const struct iovec *iov, int iovcnt)
 {
+	ssize_t n;
 	size_t len;
 	int rc;
 
@@ -313,12 +374,16 @@ ssize_t up_readv(struct up_end *r, const struct iovec *iov, int iovcnt)
 	rc = check_iov(iov, iovcnt, &len);
 	if (rc < 0)
 		return rc;
-	return up__ring_read(r, iov, iovcnt, len);
+	n = up__ring_read(r, iov, iovcnt, len);
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(r))
+		n = up__ring_read(r, iov, iovcnt, len);
+	return n;
 }
 
 ssize_t up_read(struct up_end *r, void *buf, size_t len)
 {
 	struct iovec v = { .iov_base = buf, .iov_len = len };
+	ssize_t n;
 
 	if (!r)
 		return -EINVAL;
@@ -328,16 +393,29 @@ ssize_t up_read(struct up_end *r, void *buf, size_t len)
 		return -EINVAL;
 	if (len > SSIZE_MAX)
 		len = SSIZE_MAX;
-	return up__ring_read(r, &v, 1, len);
+	n = up__ring_read(r, &v, 1, len);
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(r))
+		n = up__ring_read(r, &v, 1, len);
+	return n;
 }
 
 ssize_t up_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
 {
+	ssize_t n;
+	int cap;
+
 	if (!w || !iov || !iovcnt)
 		return -EINVAL;
 	if (!(w->flags & UP_WR))
 		return -EBADF;
-	return up__ring_reserve(w, len, iov, iovcnt);
+	up__live_tick(w);
+	cap = *iovcnt;
+	n = up__ring_reserve(w, len, iov, iovcnt);
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(w)) {
+		*iovcnt = cap;
+		n = up__ring_reserve(w, len, iov, iovcnt);
+	}
+	return n;
 }
 
 int up_commit(struct up_end *w, size_t n)
@@ -351,11 +429,20 @@ int up_commit(struct up_end *w, size_t n)
 
 ssize_t up_peek(struct up_end *r, struct iovec *iov, int *iovcnt)
 {
+	ssize_t n;
+	int cap;
+
 	if (!r || !iov || !iovcnt)
 		return -EINVAL;
 	if (!(r->flags & UP_RD))
 		return -EBADF;
-	return up__ring_peek(r, iov, iovcnt);
+	cap = *iovcnt;
+	n = up__ring_peek(r, iov, iovcnt);
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(r)) {
+		*iovcnt = cap;
+		n = up__ring_peek(r, iov, iovcnt);
+	}
+	return n;
 }
 
 int up_consume(struct up_end *r, size_t n)

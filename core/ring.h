@@ -26,7 +26,7 @@
  *   peer.c     dead-peer detection
  *   wake.c     waking a wait line
  *   copy.c     iovec cursor, streaming copies
- *   shm.c pagepool.c fence.c numa.c alloc*.c wake_futex.c wake_select.c
+ *   shm.c live.c pagepool.c fence.c numa.c alloc*.c wake_futex.c wake_select.c
  *
  * Untrusted data: head, tail, len, off and page numbers are range-checked at
  * every use; a violation marks the pipe broken and returns -EPROTO.
@@ -44,6 +44,12 @@
  * the backend cannot watch pidfds (futex(2)), dead peers: the slice bounds
  * how late a peer's death is noticed there. */
 #define UP_WAIT_SLICE_NS 50000000ull /* 50 ms */
+/* Liveness while a call never sleeps (up__live_tick()): the clock is read
+ * every UP_LIVE_CALLS calls, and the peers' locks asked at most every
+ * UP_LIVE_CHECK_NS, so a streaming end notices a dead peer within about
+ * that interval, for a system call per interval, never one per call. */
+#define UP_LIVE_CALLS    16u
+#define UP_LIVE_CHECK_NS 20000000ull /* 20 ms */
 /* Pages a reader gathers before returning them to the pool at once. */
 #define UP_FREE_BATCH    64u
 
@@ -116,6 +122,21 @@ static inline void up__side_leave(_Atomic uint32_t *count)
 static inline struct up_shm_wait *up__end_line(struct up_end *e)
 {
 	return (e->flags & UP_RD) ? &e->p->ln->rd_wait : &e->p->ln->wr_wait;
+}
+
+/* peer.c: ask the peers' locks if UP_LIVE_CHECK_NS went by since the last
+ * time; true when that changed a count (a peer reaped or a count put
+ * right), so a call that was about to fail with -EAGAIN tries again. */
+bool up__live_poll(struct up_end *e);
+
+/* On a call that may never sleep: every UP_LIVE_CALLS calls, up__live_poll().
+ * Inline: on the data path this is an increment and a branch. */
+static inline void up__live_tick(struct up_end *e)
+{
+	if (up__unlikely(++e->live_calls >= UP_LIVE_CALLS)) {
+		e->live_calls = 0;
+		up__live_poll(e);
+	}
 }
 
 /* wake.c: the waker's half of the handshake in wake.h. */

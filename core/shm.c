@@ -220,6 +220,7 @@ int up__shm_create(const struct up_config *cfg, struct up_pipe **out)
 	 * fresh page would otherwise pay a page fault on the data path. */
 	madvise(p->base, o.size, MADV_POPULATE_WRITE);
 	p->fd = fd;
+	p->live_gen = up__live_gen(); /* memfd_create() made a new description */
 	geom_from_hdr(&p->g, &h, &o);
 	set_pointers(p);
 	memcpy(p->hdr, &h, sizeof(h));
@@ -296,9 +297,11 @@ int up__shm_attach(int fd, struct up_pipe **out)
 	p = pipe_alloc();
 	if (!p)
 		return -ENOMEM;
-	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	/* Our own open file description of the memfd, not the sender's: the
+	 * liveness locks of this process's ends are taken through it (live.c). */
+	nfd = up__live_reopen(fd);
 	if (nfd < 0) {
-		r = -errno;
+		r = nfd;
 		goto err_free;
 	}
 	p->base = mmap(NULL, o.size, PROT_READ | PROT_WRITE, MAP_SHARED, nfd, 0);
@@ -307,6 +310,7 @@ int up__shm_attach(int fd, struct up_pipe **out)
 		goto err_close;
 	}
 	p->fd = nfd;
+	p->live_gen = up__live_gen();
 	geom_from_hdr(&p->g, &h, &o);
 	set_pointers(p);
 	p->numa_node = up__numa_node_of(p->base);

@@ -256,6 +256,7 @@ static_assert(offsetof(struct up_shm_lines, wr_wait) % UP_CACHELINE == 0, "wait 
 static_assert(sizeof(struct up_shm_lines) == (size_t)9 * UP_CACHELINE, "nine lines");
 static_assert(sizeof(struct up_shm_slot) == 16, "slot is 16 bytes");
 static_assert(sizeof(struct up_shm_end) == 32, "end is 32 bytes");
+static_assert(UP_SHM_MAX_ENDS <= 64, "a process's own entries are a 64-bit mask (live.c)");
 static_assert(ATOMIC_INT_LOCK_FREE == 2, "shared atomics must be lock-free across processes");
 static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit shared atomics must be lock-free too");
 

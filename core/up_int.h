@@ -88,6 +88,13 @@ struct up_pipe {
 	unsigned char *pages;
 
 	int numa_node;          /* where the pages are (read back) */
+	/* live.c: the up__live_gen() under which fd became this process's
+	 * own open file description, and the entries this handle holds in
+	 * this process (bit i: entry i), which no liveness check asks about. */
+	uint32_t live_gen;
+	_Atomic uint64_t own;
+	struct up_pipe *proc_next, *proc_prev; /* every handle of the process (fork.c) */
+	bool unmapped; /* a fork child lost the mapping (live.c): ends refuse */
 	pthread_mutex_t mu;     /* guards ends_list and closed */
 	struct up_end *ends_list;
 	struct up__counters closed; /* counters of closed ends, folded in */
@@ -95,6 +102,8 @@ struct up_pipe {
 
 #define UP_END_CACHE_MAX 256u
 #define UP_MAX_PEER_FDS  16
+#define UP_CAME_READERS  1u
+#define UP_CAME_WRITERS  2u
 
 #define UP_ARMED_NONE     0
 #define UP_ARMED_POLL     1 /* up_poll_arm(): our poll ring waits */
@@ -166,6 +175,14 @@ struct up_end {
 	int npeer;
 	uint32_t peers_gen;   /* ends_gen + 1 when built, 0 = never */
 	uint32_t peers_role;
+	int peers_blind;      /* live peers whose death no pidfd of ours signals */
+	uint64_t pidns;       /* this process's pid namespace (live.c) */
+	/* Liveness while streaming (up__live_tick()): calls until the next
+	 * look at the clock, when the last check ran, and the sides seen to
+	 * have come (bit 0 readers, bit 1 writers; counts_repair()). */
+	uint32_t live_calls;
+	uint64_t live_ns;
+	uint32_t came;        /* UP_CAME_* */
 	uint64_t last_trim_ns; /* reader: when this end last trimmed the pool */
 	uint32_t sweep_gen;    /* ends_gen + 1 at the last orphan sweep */
 
@@ -228,8 +245,14 @@ int up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, uint64_t *sy
 void up__pool_init(struct up_pipe *p);
 
 /* peer.c: the endpoint table and dead-peer detection. */
-int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t *idx, uint32_t *state);
-void up__end_free(struct up_pipe *p, uint32_t idx);
+/* The pid a forking parent claims its child's entries with; the child
+ * stores its own (fork.c). */
+#define UP_PID_HANDOVER (-1)
+int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t which, uint64_t pidns,
+		  uint32_t *idx, uint32_t *state);
+void up__end_free(struct up_pipe *p, uint32_t idx, bool drop);
+void up__end_handed(struct up_pipe *p, uint32_t idx);
+void up__end_mine(struct up_pipe *p, uint32_t idx);
 int up__peers_reap(struct up_end *e);
 bool up__lock_owner_gone(struct up_end *e, uint32_t owner);
 /* @role: UP_END_READER, UP_END_WRITER, or UP_PEERS_ANY (every peer). */
@@ -248,6 +271,8 @@ static inline bool up__peers_blind(const struct up_end *e)
 /* fork.c: ends inherited across fork(2); the process's list of open ends. */
 void up__fork_track(struct up_end *e);
 void up__fork_untrack(struct up_end *e);
+void up__fork_track_pipe(struct up_pipe *p);
+void up__fork_untrack_pipe(struct up_pipe *p);
 /* Run @fn(@e) if @e is an open end of this process, holding the list's
  * lock (so @e stays open meanwhile): 0, or -EBADF. */
 int up__ends_with(struct up_end *e, void (*fn)(struct up_end *));
@@ -267,6 +292,26 @@ void up__kick(struct up_end *e);
  * barrier on all its running threads: 0 or -errno. */
 bool up__membarrier_registered(pid_t self, uint64_t *syscalls);
 int up__membarrier(uint64_t *syscalls);
+
+/* live.c: liveness by OFD locks on the memfd, one byte per entry. */
+#define UP_LIVE_OWNER    0u /* the entry's owner */
+#define UP_LIVE_HANDOVER 1u /* a forking parent, for its child's entry */
+uint32_t up__live_gen(void);
+void up__live_forked(void);
+int up__live_reopen(int fd);
+int up__live_private(struct up_pipe *p, uint64_t *syscalls);
+int up__live_hold(struct up_pipe *p, uint32_t idx, uint32_t which);
+void up__live_drop(struct up_pipe *p, uint32_t idx);
+int up__live_check(struct up_pipe *p, uint32_t idx, uint64_t *syscalls);
+uint64_t up__live_pidns(void);
+
+static inline bool up__live_own(struct up_pipe *p, uint32_t idx)
+{
+	/* relaxed: bits of this process's own entries, set and cleared by
+	 * its own claims and frees, each before the entry can be asked about
+	 * by this process. */
+	return (atomic_load_explicit(&p->own, memory_order_relaxed) >> idx) & 1;
+}
 
 /* numa.c */
 int up__numa_bind(void *addr, size_t len, int node);

@@ -21,7 +21,7 @@
 int up__rd_ready(struct up_end *r)
 {
 	struct up_pipe *p = r->p;
-	uint32_t t, h;
+	uint32_t t, h, w;
 
 	if (up__is_broken(p))
 		return -EPROTO;
@@ -42,8 +42,13 @@ int up__rd_ready(struct up_end *r)
 			return 1;
 	}
 	/* [wait] sc: re-check; pairs with [wait] sc in up__side_leave(). */
-	if (up__side_gone(atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst)))
+	w = atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst);
+	if (up__side_gone(w))
 		return 1;
+	/* Writers came: whatever is stored later, they cannot un-come (peer.c,
+	 * counts_repair()). */
+	if (w & UP_COUNT_EVER)
+		r->came |= UP_CAME_WRITERS;
 	return 0;
 }
 
@@ -53,7 +58,7 @@ int up__rd_ready(struct up_end *r)
 int up__wr_ready(struct up_end *w)
 {
 	struct up_pipe *p = w->p;
-	uint32_t put, get;
+	uint32_t put, get, rd;
 
 	if (up__is_broken(p))
 		return -EPROTO;
@@ -68,8 +73,11 @@ int up__wr_ready(struct up_end *w)
 	if (put - get > p->g.spare_pages)
 		return 1;
 	/* [wait] sc: re-check; pairs with [wait] sc in up__side_leave(). */
-	if (up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst)))
+	rd = atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst);
+	if (up__side_gone(rd))
 		return 1;
+	if (rd & UP_COUNT_EVER)
+		w->came |= UP_CAME_READERS; /* as in up__rd_ready() */
 	return 0;
 }
 

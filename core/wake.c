@@ -12,6 +12,12 @@ void up__wake_line_slow(struct up_end *e, struct up_shm_wait *wl, uint32_t nr)
 {
 	uint64_t sc = 0;
 
+	/* Somebody is announced on the line: asleep, armed, or dead asleep. The
+	 * next call looks at the clock (up__live_tick()), so a writer whose
+	 * every write finds a sleeper that has died notices within
+	 * UP_LIVE_CHECK_NS, however slowly it writes. */
+	e->live_calls = UP_LIVE_CALLS - 1;
+
 	/*
 	 * A wake in flight covers this progress too, except that on the
 	 * readers' line it may be for one reader only, and a wake for all (end

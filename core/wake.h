@@ -113,6 +113,16 @@ static inline uint64_t up__now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* CLOCK_MONOTONIC_COARSE in nanoseconds (a tick's resolution, a few ms):
+ * cheaper than up__now_ns(), for intervals of tens of milliseconds. */
+static inline uint64_t up__coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /*
  * Backend selection (core/wake_select.c): tries io_uring (with SQPOLL when
  * @sqpoll) when the build has it and the environment does not force the

@@ -426,9 +426,9 @@ static HARNESS_UNUSED pid_t harness_fork(unsigned watchdog_s)
  * fds it does not need. Each copy is an end of the child's own, counted in
  * the pipe's reader or writer count from the fork until it is closed or the
  * child dies: a copy of a writer left open keeps a reader from ever seeing
- * end of stream, one of a reader keeps -EPIPE away, and an exec() keeps
- * them counted until the exec'd program exits, so a child that execs
- * closes them before exec. Closing them never touches the parent's ends.
+ * end of stream, and one of a reader keeps -EPIPE away (an exec() drops
+ * them: the memfd is close-on-exec, and with it the child's liveness
+ * locks). Closing them never touches the parent's ends.
  * NULL entries are skipped; each closed entry is set to NULL.
  */
 static HARNESS_UNUSED void harness_close_inherited(struct up_end **ends, int n)

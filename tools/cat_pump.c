@@ -232,18 +232,28 @@ void cat_pump_init(struct cat_pump *pm, const struct cat_opts *o)
 	cat_cond_init_mono(&pm->cv);
 }
 
+#define CAT_THREAD_STACK ((size_t)256 * 1024)
+
 int cat_pump_start(struct cat_pump *pm)
 {
+	pthread_attr_t attr;
 	int r;
 
 	/* Counted before either starts: a thread that ends at once must not
 	 * find the count at 0 while the other is still to come. */
 	pm->running = pm->side == CAT_BOTH ? 2 : 1;
-	if (pm->side != CAT_FROM && (r = pthread_create(&pm->rt, NULL, reader_thread, pm)) != 0)
-		return r;
-	if (pm->side != CAT_TO && (r = pthread_create(&pm->wt, NULL, writer_thread, pm)) != 0)
-		return r;
-	return 0;
+	/* Small stacks: the threads keep their buffers on the heap, and the
+	 * default (8 MiB each, the stack rlimit) alone can exceed a small
+	 * address-space limit (ulimit -v) before a byte is copied. */
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, CAT_THREAD_STACK);
+	r = 0;
+	if (pm->side != CAT_FROM)
+		r = pthread_create(&pm->rt, &attr, reader_thread, pm);
+	if (r == 0 && pm->side != CAT_TO)
+		r = pthread_create(&pm->wt, &attr, writer_thread, pm);
+	pthread_attr_destroy(&attr);
+	return r;
 }
 
 void cat_pump_wait(struct cat_pump *pm, void (*tick)(void *arg), void *arg)

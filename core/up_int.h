@@ -260,12 +260,12 @@ bool up__lock_owner_gone(struct up_end *e, uint32_t owner);
 int up__peers_watch(struct up_end *e, uint32_t role);
 void up__peers_forget(struct up_end *e);
 /* Poll mode: is there a peer whose death no pidfd of e->peer_pidfds will
- * signal? Then the futex backend's pollfd turns readable every
- * UP_WAIT_SLICE_NS while armed (pollfd_futex.c). For the lead: once peer.c
- * counts e->peers_blind, this becomes e->peers_blind != 0 || e->npeer == 0. */
+ * signal (peers_blind), or no pidfd at all (a peer process that comes after
+ * the arm would be watched by none)? Then the futex backend's pollfd turns
+ * readable every UP_WAIT_SLICE_NS while armed (pollfd_futex.c). */
 static inline bool up__peers_blind(const struct up_end *e)
 {
-	return e->npeer == 0;
+	return e->peers_blind != 0 || e->npeer == 0;
 }
 
 /* fork.c: ends inherited across fork(2); the process's list of open ends. */

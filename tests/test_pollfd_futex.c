@@ -37,6 +37,17 @@
 
 #define POLL_MS 5000
 
+#if defined(__SANITIZE_THREAD__)
+/* A forked child here makes the poll helper thread of its own (futex
+ * backend), which TSan refuses after a multi-threaded fork unless told:
+ * the child's own threads are what it then checks. */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+	return "die_after_fork=0";
+}
+#endif
+
 static bool on_futex(struct up_pipe *p)
 {
 	struct up_stats st;

@@ -282,6 +282,14 @@ bool up__lock_owner_gone(struct up_end *e, uint32_t owner);
 #define UP_PEERS_ANY 0xffffffffu
 int up__peers_watch(struct up_end *e, uint32_t role);
 void up__peers_forget(struct up_end *e);
+/* Poll mode: is there a peer whose death no pidfd of e->peer_pidfds will
+ * signal (peers_blind), or no pidfd at all (a peer process that comes after
+ * the arm would be watched by none)? Then the futex backend's pollfd turns
+ * readable every UP_WAIT_SLICE_NS while armed (pollfd_futex.c). */
+static inline bool up__peers_blind(const struct up_end *e)
+{
+	return e->peers_blind != 0 || e->npeer == 0;
+}
 
 /* fork.c: ends inherited across fork(2); the process's list of open ends. */
 void up__fork_track(struct up_end *e);
@@ -291,6 +299,10 @@ void up__fork_untrack_pipe(struct up_pipe *p);
 /* Run @fn(@e) if @e is an open end of this process, holding the list's
  * lock (so @e stays open meanwhile): 0, or -EBADF. */
 int up__ends_with(struct up_end *e, void (*fn)(struct up_end *));
+
+/* wake_futex.c: the next poll-mode arm of a futex(2) waker ticks (see
+ * up__peers_blind()); nothing for other backends. */
+void up__waker_futex_blind(struct up__waker *w, bool blind);
 
 /* cancel.c: timeouts and up_wakeup(). */
 #define UP_NO_TIMEOUT UINT64_MAX

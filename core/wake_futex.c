@@ -7,6 +7,9 @@
  *
  * Peer death: futex(2) cannot watch pidfds, so the caller bounds every wait
  * with a timeout and checks its peers when it expires.
+ *
+ * Poll mode (up_pollfd/up_poll_arm) is core/pollfd_futex.c: helper threads
+ * wait on the armed words with futex_waitv(2) (Linux 5.16+).
  */
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -14,6 +17,13 @@
 #include <unistd.h>
 
 #include "up_int.h"
+#include "pollfd_futex.h"
+
+struct futex_waker {
+	struct up__waker base; /* first: core/ only sees this */
+	struct up__pf_end pf;
+	bool blind;            /* the next arm ticks (up__waker_futex_blind()) */
+};
 
 int up__futex_wait(_Atomic uint32_t *word, uint32_t expect, uint64_t timeout_ns,
 		   uint64_t *syscalls)
@@ -60,7 +70,27 @@ static int futex_wake_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t n
 
 static void futex_destroy(struct up__waker *w)
 {
+	up__pf_fini(&((struct futex_waker *)(void *)w)->pf);
 	up__free(w);
+}
+
+static int futex_pollfd(struct up__waker *w, uint64_t *syscalls)
+{
+	return up__pf_pollfd(&((struct futex_waker *)(void *)w)->pf, syscalls);
+}
+
+static int futex_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
+		     const int *peer_pidfds, int npeer, uint64_t *syscalls)
+{
+	struct futex_waker *fw = (struct futex_waker *)(void *)w;
+
+	return up__pf_arm(&fw->pf, word, expect, peer_pidfds, npeer, fw->blind || npeer == 0,
+			  syscalls);
+}
+
+static int futex_disarm(struct up__waker *w, uint64_t *syscalls)
+{
+	return up__pf_disarm(&((struct futex_waker *)(void *)w)->pf, syscalls);
 }
 
 static const struct up__wake_ops futex_ops = {
@@ -68,13 +98,24 @@ static const struct up__wake_ops futex_ops = {
 	.wait = futex_wait_op,
 	.wake = futex_wake_op,
 	.destroy = futex_destroy,
+	.pollfd = futex_pollfd,
+	.arm = futex_arm,
+	.disarm = futex_disarm,
 };
 
 struct up__waker *up__waker_futex_new(void)
 {
-	struct up__waker *w = up__calloc(1, sizeof(*w));
+	struct futex_waker *fw = up__calloc(1, sizeof(*fw));
 
-	if (w)
-		w->ops = &futex_ops;
-	return w;
+	if (!fw)
+		return NULL;
+	fw->base.ops = &futex_ops;
+	up__pf_init(&fw->pf);
+	return &fw->base;
+}
+
+void up__waker_futex_blind(struct up__waker *w, bool blind)
+{
+	if (w->ops == &futex_ops)
+		((struct futex_waker *)(void *)w)->blind = blind;
 }

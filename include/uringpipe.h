@@ -261,14 +261,17 @@ UP_API int up_stats(const struct up_pipe *p, struct up_stats *st);
  * readable (POLLIN) when @e, after up_poll_arm() returned 0, may be able to
  * make progress (data or end of stream for a reader; room, no reader left
  * or the writers' lock let go, for a writer; a peer process died). It is
- * owned by @e and closed by up_close(); never read it yourself. Returns the fd, or -EOPNOTSUPP where
- * io_uring is unavailable (the futex(2) backend cannot signal an fd),
- * -ENOMEM, -EMFILE. Exclusive on end; enters the kernel the first time.
+ * owned by @e and closed by up_close(); never read it yourself. On the
+ * futex(2) backend a helper thread of the process (futex_waitv(2), Linux
+ * 5.16+) makes it readable. Returns the fd, or -EOPNOTSUPP where neither
+ * io_uring nor futex_waitv is available, -ENOMEM, -EMFILE. Exclusive on
+ * end; enters the kernel the first time.
  *
  * up_poll_arm - call after a UP_NONBLOCK call returned -EAGAIN and before
  * waiting for up_pollfd(). Returns 1 if progress is possible now (retry at
  * once, nothing was armed), 0 once armed (wait for the fd, then retry the
- * call, which disarms), -EOPNOTSUPP, -EPROTO. Readiness may be spurious:
+ * call, which disarms), -EOPNOTSUPP, -EPROTO, or on the futex backend
+ * -ENOMEM or -EMFILE (no helper thread). Readiness may be spurious:
  * retrying can give -EAGAIN again; arm again then. A stream that never runs
  * dry never arms, so it stays free of system calls. Exclusive on end.
  * A writer's -EAGAIN can also mean that another writer holds the writers'

@@ -87,7 +87,7 @@ int up__ring_poll_arm(struct up_end *e)
 		up__peers_reap(e);
 		return 1;
 	}
-	up__waker_futex_blind(e->waker, up__peers_blind(e));
+	e->waker->blind = up__peers_blind(e);
 	r = e->waker->ops->arm(e->waker, word, s, e->peer_pidfds, e->npeer, &sc);
 	up__count(&e->c.syscalls, sc);
 	if (r < 0) {

@@ -284,8 +284,8 @@ int up__peers_watch(struct up_end *e, uint32_t role);
 void up__peers_forget(struct up_end *e);
 /* Poll mode: is there a peer whose death no pidfd of e->peer_pidfds will
  * signal (peers_blind), or no pidfd at all (a peer process that comes after
- * the arm would be watched by none)? Then the futex backend's pollfd turns
- * readable every UP_WAIT_SLICE_NS while armed (pollfd_futex.c). */
+ * the arm would be watched by none)? Then the pollfd turns readable every
+ * UP_WAIT_SLICE_NS or so while armed (pollfd_futex.c, poll_ring.c). */
 static inline bool up__peers_blind(const struct up_end *e)
 {
 	return e->peers_blind != 0 || e->npeer == 0;
@@ -300,9 +300,6 @@ void up__fork_untrack_pipe(struct up_pipe *p);
  * lock (so @e stays open meanwhile): 0, or -EBADF. */
 int up__ends_with(struct up_end *e, void (*fn)(struct up_end *));
 
-/* wake_futex.c: the next poll-mode arm of a futex(2) waker ticks (see
- * up__peers_blind()); nothing for other backends. */
-void up__waker_futex_blind(struct up__waker *w, bool blind);
 
 /* cancel.c: timeouts and up_wakeup(). */
 #define UP_NO_TIMEOUT UINT64_MAX

@@ -89,6 +89,10 @@ struct up__wake_ops {
  */
 struct up__waker {
 	const struct up__wake_ops *ops;
+	/* Set before an arm (poll.c): some peer's death would reach no pidfd
+	 * of the arm, so the armed fd must also turn readable every
+	 * UP_WAIT_SLICE_NS or so, for the next call to look (up__peers_blind()). */
+	bool blind;
 };
 
 /* The plain futex(2) backend (core/wake_futex.c). Returns NULL on ENOMEM. */

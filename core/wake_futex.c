@@ -22,7 +22,6 @@
 struct futex_waker {
 	struct up__waker base; /* first: core/ only sees this */
 	struct up__pf_end pf;
-	bool blind;            /* the next arm ticks (up__waker_futex_blind()) */
 };
 
 int up__futex_wait(_Atomic uint32_t *word, uint32_t expect, uint64_t timeout_ns,
@@ -84,7 +83,7 @@ static int futex_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expec
 {
 	struct futex_waker *fw = (struct futex_waker *)(void *)w;
 
-	return up__pf_arm(&fw->pf, word, expect, peer_pidfds, npeer, fw->blind || npeer == 0,
+	return up__pf_arm(&fw->pf, word, expect, peer_pidfds, npeer, fw->base.blind || npeer == 0,
 			  syscalls);
 }
 
@@ -112,10 +111,4 @@ struct up__waker *up__waker_futex_new(void)
 	fw->base.ops = &futex_ops;
 	up__pf_init(&fw->pf);
 	return &fw->base;
-}
-
-void up__waker_futex_blind(struct up__waker *w, bool blind)
-{
-	if (w->ops == &futex_ops)
-		((struct futex_waker *)(void *)w)->blind = blind;
 }

@@ -101,6 +101,7 @@ static int lazy_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect
 
 	if (!real)
 		return -ENOMEM;
+	real->blind = w->blind;
 	return real->ops->arm ? real->ops->arm(real, word, expect, peer_pidfds, npeer, syscalls)
 			      : -EOPNOTSUPP;
 }

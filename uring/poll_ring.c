@@ -68,6 +68,9 @@ static void pring_reap(struct uring_waker *uw, int *peer)
 	while (io_uring_peek_cqe(uw->pring, &cqe) == 0) {
 		if ((cqe->user_data & 0xff) == UW_POLL && cqe->res > 0)
 			*peer = 1;
+		/* A tick: some peer may have died unseen; the caller looks. */
+		if ((cqe->user_data & 0xff) == UW_TICK && cqe->res == -ETIME)
+			*peer = 1;
 		if ((cqe->user_data & 0xff) != UW_CANCEL && uw->pinflight)
 			uw->pinflight--;
 		io_uring_cqe_seen(uw->pring, cqe);
@@ -122,6 +125,7 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	struct uring_waker *uw = to_uw(w);
 	struct io_uring_sqe *sqe;
 	uint64_t gen = ++uw->gen;
+	bool tick;
 	int i, r;
 
 	if (!uw->pring)
@@ -133,8 +137,9 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 		return -EBUSY;
 	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAIT, word, expect, UW_TAG(gen, UW_FUTEX));
 	uw->pinflight = 1;
-	if (npeer > UW_SQ_ENTRIES - 2)
-		npeer = UW_SQ_ENTRIES - 2; /* the slice timeout covers the rest */
+	tick = w->blind || npeer == 0 || npeer > UW_SQ_ENTRIES - 3;
+	if (npeer > UW_SQ_ENTRIES - 3)
+		npeer = UW_SQ_ENTRIES - 3; /* the tick covers the rest */
 	for (i = 0; i < npeer; i++) {
 		sqe = io_uring_get_sqe(uw->pring);
 		if (!sqe)
@@ -142,6 +147,20 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 		io_uring_prep_poll_add(sqe, peer_pidfds[i], POLLIN);
 		sqe->user_data = UW_TAG(gen, UW_POLL);
 		uw->pinflight++;
+	}
+	/* A peer no pidfd covers (another pid namespace, or one that comes
+	 * after this arm): the fd turns readable when a slice has passed, so
+	 * that the next call asks the peers' locks (the kernel copies the
+	 * timespec at submission). */
+	if (tick) {
+		struct __kernel_timespec ts = { .tv_sec = 0, .tv_nsec = (long)UW_TICK_NS };
+
+		sqe = io_uring_get_sqe(uw->pring);
+		if (sqe) {
+			io_uring_prep_timeout(sqe, &ts, 0, 0);
+			sqe->user_data = UW_TAG(gen, UW_TICK);
+			uw->pinflight++;
+		}
 	}
 	*syscalls += 1;
 	r = io_uring_submit(uw->pring);

@@ -79,7 +79,10 @@ enum uw_kind {
 	UW_FUTEX = 2,
 	UW_POLL = 3,
 	UW_CANCEL = 4, /* also the drain NOP, in generation 0 */
+	UW_TICK = 5,   /* poll mode, blind peers: a timeout that ends the arm */
 };
+/* Poll mode's tick for blind peers: the sleep slice, UP_WAIT_SLICE_NS. */
+#define UW_TICK_NS 50000000ull
 #define UW_TAG(gen, kind) (((uint64_t)(gen) << 8) | (uint64_t)(kind))
 #define UW_PENDING 2 /* "no result yet"; real results are 0, 1 (peer) or -errno */
 

@@ -65,6 +65,13 @@ int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t which, u
 		 * stale lock owner id can be told from a new holder (issue 6). */
 		uint32_t next = (((cur >> 8) + 1) << 8) | role;
 
+		/* Ours before it is claimed: another thread of this process that
+		 * reaps must never ask the lock, which our own description's
+		 * GETLK cannot see, of an entry claimed here and not yet marked.
+		 * relaxed: our own mask (up__live_own()); a free entry's bit is
+		 * never looked at. */
+		atomic_fetch_or_explicit(&p->own, (uint64_t)1 << i, memory_order_relaxed);
+
 		/* [end-state] acq_rel: the entry is ours, after its last owner's
 		 * uses; pairs with [end-state] rel in up__end_free() and with
 		 * [end-state] acq in up__peers_reap(). */
@@ -72,8 +79,6 @@ int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t which, u
 							    memory_order_acq_rel,
 							    memory_order_relaxed)) {
 			*state = next;
-			/* relaxed: our own mask (up__live_own()). */
-			atomic_fetch_or_explicit(&p->own, (uint64_t)1 << i, memory_order_relaxed);
 			/* relaxed: published by the [end-pid] release below. */
 			atomic_store_explicit(&se->busy, UP_BUSY_OUT, memory_order_relaxed);
 			atomic_store_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
@@ -91,6 +96,8 @@ int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t which, u
 			*idx = i;
 			return 0;
 		}
+		/* relaxed: as above. */
+		atomic_fetch_and_explicit(&p->own, ~((uint64_t)1 << i), memory_order_relaxed);
 		up__live_drop(p, i);
 	}
 	return -EMFILE;

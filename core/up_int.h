@@ -327,9 +327,9 @@ uint64_t up__live_pidns(void);
 
 static inline bool up__live_own(struct up_pipe *p, uint32_t idx)
 {
-	/* relaxed: bits of this process's own entries, set and cleared by
-	 * its own claims and frees, each before the entry can be asked about
-	 * by this process. */
+	/* relaxed: bits of this process's own entries. A bit is set before the
+	 * claim's CAS and cleared after the free's store, so a thread that read
+	 * the entry claimed (acquire) sees the bit of an end of ours. */
 	return (atomic_load_explicit(&p->own, memory_order_relaxed) >> idx) & 1;
 }
 

@@ -541,7 +541,14 @@ static void hundreds_of_armed_ends(void)
 	}
 	if (on_futex(p[0])) {
 		up__pf_stats(&st);
+		/* 301 words need three helpers of 127. Under TSan the arms are
+		 * slow enough that blind ends tick, and give their words back,
+		 * before the last arm: the count proves nothing there. */
+#if defined(__SANITIZE_THREAD__)
+		printf("# TSan: helper count not checked (%d)\n", st.helpers);
+#else
 		CHECK(st.helpers >= 3);
+#endif
 		printf("# %d armed ends on %d words: %d helper threads\n", NPIPES + NSHARE,
 		       NPIPES + 1, st.helpers);
 	}

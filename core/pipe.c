@@ -180,13 +180,21 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 	r = own_description(p);
 	if (r < 0)
 		goto err_waker;
+	/* Claims and frees of one handle under its mutex: two threads of a
+	 * process share its open file description, so one's lock on an entry
+	 * does not stop the other's, and a claim that lost its CAS must not
+	 * drop the lock or the own bit of the thread that won it. */
+	pthread_mutex_lock(&p->mu);
 	r = up__end_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, e->pid, UP_LIVE_OWNER,
 			  e->pidns, &e->idx, &st);
+	pthread_mutex_unlock(&p->mu);
 	if (r == -EMFILE && up__peers_reap(e) > 0) {
 		/* Entries of processes that died without closing are reaped
 		 * by sleepers; a table full of them is reaped here. */
+		pthread_mutex_lock(&p->mu);
 		r = up__end_claim(p, dir == UP_RD ? UP_END_READER : UP_END_WRITER, e->pid,
 				  UP_LIVE_OWNER, e->pidns, &e->idx, &st);
+		pthread_mutex_unlock(&p->mu);
 	}
 	if (r < 0)
 		goto err_waker;
@@ -251,7 +259,9 @@ int up_close(struct up_end *e)
 		/* The other side sleeps on its own line: the last writer wakes
 		 * the readers (end of stream), the last reader the writers. */
 		up__wake_all(e, (e->flags & UP_RD) ? &p->ln->wr_wait : &p->ln->rd_wait);
+		pthread_mutex_lock(&p->mu); /* against claims, as in up_open() */
 		up__end_free(p, e->idx, true);
+		pthread_mutex_unlock(&p->mu);
 	}
 
 	pthread_mutex_lock(&p->mu);

@@ -49,7 +49,7 @@ static void nap_us(int us)
 		;
 }
 
-static void die(const char *what, long r)
+static __attribute__((noreturn)) void die(const char *what, long r)
 {
 	fprintf(stderr, "uringpipe-pollfd-lat: %s: %s\n", what, strerror((int)(r < 0 ? -r : r)));
 	exit(1);
@@ -153,7 +153,9 @@ static void block(bool futex, uint64_t *wake, uint64_t *got, char *backend, size
 		setenv("UP_FORCE_FUTEX", "1", 1);
 	else
 		unsetenv("UP_FORCE_FUTEX");
-	if ((e = up_pipe_create(NULL, &p)) < 0 || (e = up_pipe_create(NULL, &q)) < 0)
+	if ((e = up_pipe_create(NULL, &p)) < 0)
+		die("up_pipe_create", e);
+	if ((e = up_pipe_create(NULL, &q)) < 0)
 		die("up_pipe_create", e);
 	if ((e = up_open(p, UP_WR, &r.pw)) < 0 || (e = up_open(p, UP_RD | UP_NONBLOCK, &r.pr)) < 0 ||
 	    (e = up_open(q, UP_WR, &r.qw)) < 0 || (e = up_open(q, UP_RD, &r.qr)) < 0)

@@ -216,9 +216,11 @@ int up__shm_create(const struct up_config *cfg, struct up_pipe **out)
 	if (r < 0)
 		goto err_unmap;
 
-	/* Fault the segment in now, on the bound node: a first write into a
-	 * fresh page would otherwise pay a page fault on the data path. */
-	madvise(p->base, o.size, MADV_POPULATE_WRITE);
+	/* Fault the metadata in now, on the bound node. The data pages are
+	 * not: each is faulted in by the first write into it and punched
+	 * again when the traffic no longer needs it (reclaim.c), so a pipe
+	 * holds what its stream uses, not its capacity. */
+	madvise(p->base, o.pages, MADV_POPULATE_WRITE);
 	p->fd = fd;
 	p->live_gen = up__live_gen(); /* memfd_create() made a new description */
 	geom_from_hdr(&p->g, &h, &o);

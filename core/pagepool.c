@@ -47,6 +47,9 @@
  */
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "up_int.h"
 
@@ -276,30 +279,70 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 /*
+ * Which data pages hold memory: @res[i] is 1 when any of page i is resident
+ * in the memfd (mincore() over this process's mapping, which sees the
+ * file's pages whoever faulted them). Returns how many are, or -errno. One
+ * system call per 64 Ki base pages.
+ */
+long up__pages_resident(struct up_pipe *p, uint8_t *res, uint64_t *syscalls)
+{
+	unsigned char vec[4096];
+	const size_t sys = (size_t)sysconf(_SC_PAGESIZE);
+	const size_t per = p->g.page_size / sys; /* base pages per pipe page, >= 1 */
+	const size_t total = (size_t)p->g.page_count * per;
+	size_t at = 0, i;
+	long n = 0;
+
+	memset(res, 0, p->g.page_count);
+	while (at < total) {
+		size_t k = total - at < sizeof(vec) ? total - at : sizeof(vec);
+
+		*syscalls += 1;
+		if (mincore(p->pages + at * sys, k * sys, vec) < 0)
+			return -errno;
+		for (i = 0; i < k; i++)
+			if (vec[i] & 1)
+				res[(at + i) / per] = 1;
+		at += k;
+	}
+	for (i = 0; i < p->g.page_count; i++)
+		n += res[i];
+	return n;
+}
+
+/*
  * Give the memory of @n pages back to the kernel by punching holes in the
  * memfd (the seals forbid shrinking, not punching). The caller has taken the
  * pages out of the pool, so no writer can be filling one meanwhile, and
- * holds no lock: this is the slow part. Neighbouring pages are punched as
- * one range. A punched page reads back as zeroes and costs a page fault when
- * a writer next fills it. Returns 0 or -errno.
+ * holds no lock: this is the slow part. With @res (up__pages_resident()),
+ * pages that hold no memory are left alone. Neighbouring pages are punched
+ * as one range. A punched page reads back as zeroes and costs a page fault
+ * when a writer next fills it. Returns the pages punched, or -errno.
  */
-int up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, uint64_t *syscalls)
+long up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, const uint8_t *res,
+		     uint64_t *syscalls)
 {
 	const uint64_t ps = p->g.page_size;
 	uint32_t i = 0;
+	long done = 0;
 
 	qsort(pages, n, sizeof(pages[0]), cmp_u32);
 	while (i < n) {
 		uint32_t j = i + 1;
 
-		while (j < n && pages[j] == pages[j - 1] + 1)
+		if (res && !res[pages[i]]) {
+			i++;
+			continue;
+		}
+		while (j < n && pages[j] == pages[j - 1] + 1 && (!res || res[pages[j]]))
 			j++;
 		*syscalls += 1;
 		if (fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			      (off_t)(p->g.off.pages + pages[i] * ps),
 			      (off_t)((j - i) * ps)) < 0)
 			return -errno;
+		done += j - i;
 		i = j;
 	}
-	return 0;
+	return done;
 }

@@ -107,11 +107,12 @@ static void end_release(struct up_end *e)
 	up__ring_disarm(e);
 	if (e->flags & UP_RD) {
 		up__peek_let_go(e);
-		return;
+	} else {
+		up__resv_cancel(e);
+		up__wlock_unbias(e);
 	}
-	up__resv_cancel(e);
-	up__wlock_unbias(e);
-	/* If the readers' lock stays busy (a live peer sitting on it, or a
+	/* A writer's cache, or pages a reader's trim could not give back yet.
+	 * If the readers' lock stays busy (a live peer sitting on it, or a
 	 * forged holder), the pages stay tagged and a later sweep returns
 	 * them once this end is gone. */
 	if (e->ncache && !up__is_broken(p))
@@ -372,6 +373,21 @@ ssize_t up_write(struct up_end *w, const void *buf, size_t len)
 	return n;
 }
 
+/* A read found nothing: a reader's idle point. The peers are asked (a retry
+ * may find end of stream), and the trim looks (reclaim.c): a non-blocking or
+ * poll-mode reader never sleeps in the library, so this is where its pipe
+ * gives back what the traffic no longer needs. */
+static ssize_t read_again(struct up_end *r, const struct iovec *iov, int iovcnt, size_t len)
+{
+	ssize_t n = -EAGAIN;
+
+	if (up__live_poll(r))
+		n = up__ring_read(r, iov, iovcnt, len);
+	if (n == -EAGAIN)
+		up__pool_trim(r);
+	return n;
+}
+
 ssize_t up_readv(struct up_end *r, const struct iovec *iov, int iovcnt)
 {
 	ssize_t n;
@@ -386,8 +402,8 @@ ssize_t up_readv(struct up_end *r, const struct iovec *iov, int iovcnt)
 	if (rc < 0)
 		return rc;
 	n = up__ring_read(r, iov, iovcnt, len);
-	if (up__unlikely(n == -EAGAIN) && up__live_poll(r))
-		n = up__ring_read(r, iov, iovcnt, len);
+	if (up__unlikely(n == -EAGAIN))
+		n = read_again(r, iov, iovcnt, len);
 	return n;
 }
 
@@ -405,8 +421,8 @@ ssize_t up_read(struct up_end *r, void *buf, size_t len)
 	if (len > SSIZE_MAX)
 		len = SSIZE_MAX;
 	n = up__ring_read(r, &v, 1, len);
-	if (up__unlikely(n == -EAGAIN) && up__live_poll(r))
-		n = up__ring_read(r, &v, 1, len);
+	if (up__unlikely(n == -EAGAIN))
+		n = read_again(r, &v, 1, len);
 	return n;
 }
 

@@ -87,7 +87,8 @@ int up__ring_poll_arm(struct up_end *e)
 		up__peers_reap(e);
 		return 1;
 	}
-	e->waker->blind = up__peers_blind(e);
+	/* Ticks also while a trim waits for a later look (reclaim.c). */
+	e->waker->blind = up__peers_blind(e) || e->trim_due;
 	r = e->waker->ops->arm(e->waker, word, s, e->peer_pidfds, e->npeer, &sc);
 	up__count(&e->c.syscalls, sc);
 	if (r < 0) {

@@ -32,57 +32,105 @@ int up__pages_return(struct up_end *e, uint32_t *pages, uint32_t n, bool nonbloc
 }
 
 /*
- * Give free pages beyond the keep-level back to the kernel. Called by a
- * reader that slept a whole slice without data: the ring is (nearly) empty,
- * so the pool holds almost every page, and the burst that needed them is
- * over. Trimming at every sleep would punch pages mid-stream that the
- * writer then faults back in. Rate-limited per endpoint (trim_ms). The pages
- * are taken out of the pool with the writers' CAS and punched with no lock
- * held; a writer that finds the pool short meanwhile sleeps and is woken by
- * the return.
+ * The trim: free pages the traffic no longer needs go back to the kernel.
+ *
+ * Looked at from a reader's idle points - a sleep that ended, a read about to
+ * return -EAGAIN (non-blocking and poll-mode readers), an arm (poll.c) - at
+ * most once per trim_ms per end, so a stream never pays for it per call. The
+ * need is what the writers took from the pool since the last look (the
+ * advance of get), twice over, and at least the keep-level: a stream that
+ * would go round the free pages within UP_TRIM_ROUNDS looks keeps all of
+ * them; one that took a few pages keeps a few; an idle pipe keeps the
+ * keep-level. The pool is FIFO, so a slower stream faults in again each page
+ * it reaches after a trim: at most one fault per page written, what a kernel
+ * pipe pays in page allocations for every page. A burst that just ended has
+ * taken many pages, so the look after it keeps them, and the next look, a
+ * trim_ms later, gives them back: pages stay while the occupancy stays high
+ * and go within two looks of it falling.
+ *
+ * mincore() tells which pages hold memory; if no more than the need do, the
+ * look ends there. Otherwise the free pages beyond the need are taken from
+ * the head of the pool with the writers' CAS (the oldest free pages, so the
+ * ones kept are those the stream used last), those holding memory are
+ * punched with no lock held, and all go back at the pool's tail under the
+ * readers' lock: a writer that needs one later faults it in. A look whose
+ * return finds the readers' lock busy (a peek held, another reader) keeps the
+ * pages in this end's cache, still tagged, and returns them at the next look
+ * or at close: a trim never blocks, and a page it holds is never lost.
  */
+#define UP_TRIM_MIN_PAGES 16u
+#define UP_TRIM_ROUNDS    8u
+
+static bool trim_give_back(struct up_end *rd)
+{
+	if (rd->ncache == 0)
+		return true;
+	if (up__pages_return(rd, rd->cache, rd->ncache, true) < 0)
+		return false;
+	rd->ncache = 0;
+	return true;
+}
+
 void up__pool_trim(struct up_end *rd)
 {
 	struct up_pipe *p = rd->p;
-	uint32_t pages[UP_END_CACHE_MAX];
-	uint32_t free_pages;
 	uint64_t now, sc = 0;
-	int n, r, ret;
+	uint32_t get, used, need, free_pages, want;
+	uint8_t *res;
+	long resident;
+	int n;
 
 	if (p->g.keep_pages >= p->g.page_count)
 		return;
+	now = up__coarse_ns();
+	if (now - rd->trim_at < p->g.trim_ns)
+		return;
+	rd->trim_at = now;
+	if (!trim_give_back(rd))
+		return;
+	/* relaxed: a measure of demand, not an ordering. */
+	get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
+	used = get - rd->trim_get;
+	rd->trim_get = get;
 	free_pages = up__pool_free(p);
-	/* Writers leave the spare pages free (shm_layout.h): beyond them is
-	 * what says the burst is over. */
-	if (free_pages <= p->g.keep_pages + p->g.spare_pages)
+	need = p->g.keep_pages;
+	if ((uint64_t)used * UP_TRIM_ROUNDS > free_pages)
+		need = p->g.page_count;
+	else if (2 * used > need)
+		need = 2 * used;
+	/* A later look may give back more, once the demand has fallen: a
+	 * poll-mode end then ticks to come back (poll.c). */
+	rd->trim_due = need > p->g.keep_pages && free_pages > p->g.keep_pages + UP_TRIM_MIN_PAGES;
+	if (free_pages <= need + UP_TRIM_MIN_PAGES)
 		return;
-	now = up__now_ns();
-	if (now - rd->last_trim_ns < p->g.trim_ns)
+	res = up__calloc(p->g.page_count, 1);
+	if (!res)
 		return;
-	rd->last_trim_ns = now;
-	while (free_pages > p->g.keep_pages) {
-		uint32_t want = free_pages - p->g.keep_pages;
+	resident = up__pages_resident(p, res, &sc);
+	/* Pages not free may hold memory too; count only what free ones
+	 * could. */
+	if (resident < 0 || (uint64_t)resident <= need + (p->g.page_count - free_pages))
+		goto out;
+	want = free_pages - need;
+	while (want) {
+		uint32_t k = want < UP_END_CACHE_MAX ? want : UP_END_CACHE_MAX;
+		long r;
 
-		if (want > UP_END_CACHE_MAX)
-			want = UP_END_CACHE_MAX;
-		/* Leave writers a page beyond the spare ones meanwhile: the
-		 * pool is FIFO, so the next round takes pages not yet punched,
-		 * and the loop still gets down to the keep-level. */
-		n = up__pool_take(p, pages, want, p->g.spare_pages + 1, rd->tag);
+		/* Leave writers a page beyond the spare ones meanwhile. */
+		n = up__pool_take(p, rd->cache, k, p->g.spare_pages + 1, rd->tag);
 		if (n <= 0)
 			break;
-		r = up__pages_punch(p, pages, (uint32_t)n, &sc);
-		/* The pages are out of the pool: a timeout or up_wakeup() must
-		 * not leave them there. */
-		rd->no_cancel = true;
-		ret = up__pages_return(rd, pages, (uint32_t)n, false);
-		rd->no_cancel = false;
-		if (ret < 0)
-			break; /* broken: the pages stay out; nothing more to do */
-		if (r < 0)
-			break; /* e.g. a file system without hole punching */
-		free_pages -= (uint32_t)n;
+		rd->ncache = (uint32_t)n;
+		r = up__pages_punch(p, rd->cache, (uint32_t)n, res, &sc);
+		if (!trim_give_back(rd) || r < 0)
+			break; /* kept for the next look; or no hole punching here */
+		want -= (uint32_t)n;
 	}
+	/* The pages this look took are not demand. relaxed: as above. */
+	rd->trim_get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
+out:
+	rd->trim_due |= rd->ncache != 0;
+	up__free(res);
 	up__count(&rd->c.syscalls, sc);
 }
 

@@ -186,7 +186,12 @@ struct up_end {
 	uint32_t live_calls;
 	uint64_t live_ns;
 	uint32_t came;        /* UP_CAME_* */
-	uint64_t last_trim_ns; /* reader: when this end last trimmed the pool */
+	/* Reader: the trim's last look (reclaim.c, up__pool_trim()): when,
+	 * the pool's get then, and whether pages beyond the need were left
+	 * for a later look (poll mode then ticks, as for a blind peer). */
+	uint64_t trim_at;
+	uint32_t trim_get;
+	bool trim_due;
 	uint32_t sweep_gen;    /* ends_gen + 1 at the last orphan sweep */
 
 	struct up_end *next, *prev;
@@ -264,7 +269,9 @@ static inline uint32_t up__lock_id(uint32_t state, uint32_t idx)
 	return (state & ~UP_END_ROLE_MASK & ~UP_LOCK_WAITERS) | (idx + 1);
 }
 uint32_t up__pool_free(struct up_pipe *p);
-int up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, uint64_t *syscalls);
+long up__pages_resident(struct up_pipe *p, uint8_t *res, uint64_t *syscalls);
+long up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, const uint8_t *res,
+		     uint64_t *syscalls);
 void up__pool_init(struct up_pipe *p);
 
 /* peer.c: the endpoint table and dead-peer detection. */

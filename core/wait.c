@@ -216,8 +216,9 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 				 * cannot put a death off slice after slice. */
 				up__live_poll(e);
 			}
-			/* A whole slice without data: the burst is over. */
-			if (r == -ETIMEDOUT && (e->flags & UP_RD))
+			/* An idle point of a reader: the trim looks at most
+			 * once per trim_ms (reclaim.c). */
+			if (e->flags & UP_RD)
 				up__pool_trim(e);
 			if (r == 1 || r == -ETIMEDOUT || r == -EINTR || r == -EAGAIN)
 				r = 0;

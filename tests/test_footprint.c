@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_footprint.c - a pipe holds what its traffic needs, not its capacity.
+ *
+ *  - idle: a new pipe holds no data page, one that carried a byte holds
+ *    one, and the whole segment stays under 64 KiB resident;
+ *  - trickle: after a burst through a 64 MiB pipe, one byte every 100 ms
+ *    for 3 s leaves at most a quarter of the capacity resident, with a
+ *    blocking, a non-blocking and a poll-mode reader; every byte arrives;
+ *  - poll_idle: after a burst, a poll-mode reader that only waits on its
+ *    pollfd (no trickle, no call of its own) still gets the pages given back.
+ *
+ * Residency is mincore() over the segment's mapping: the memfd's pages, who
+ * ever faulted them. The waits for a trim poll that figure against a
+ * deadline: the deadline is a failure bound, not synchronisation. The 100 ms
+ * between trickle bytes is the workload's pace.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "up_int.h"
+
+#define KIB 1024u
+#define MIB (1024u * 1024u)
+
+enum mode { BLOCKING, NONBLOCK, POLLMODE };
+
+static size_t resident_bytes(const void *addr, size_t len)
+{
+	size_t sys = (size_t)sysconf(_SC_PAGESIZE);
+	size_t n = (len + sys - 1) / sys, i, res = 0;
+	unsigned char *vec = malloc(n);
+
+	CHECK(vec != NULL);
+	CHECK_SYS(mincore((void *)(uintptr_t)addr, len, vec));
+	for (i = 0; i < n; i++)
+		res += vec[i] & 1;
+	free(vec);
+	return res * sys;
+}
+
+static size_t data_resident(struct up_pipe *p)
+{
+	return resident_bytes(p->pages, (size_t)p->g.page_count * p->g.page_size);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void idle(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	size_t seg, data;
+	char c = 'x';
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR, &w));
+	data = data_resident(p);
+	seg = resident_bytes(p->base, p->g.off.size);
+	printf("# new pipe: %zu KiB data, %zu KiB segment resident\n", data / KIB, seg / KIB);
+	CHECK_EQ(data, 0);
+	CHECK(seg <= 64 * KIB);
+	CHECK_EQ(up_write(w, &c, 1), 1);
+	CHECK_EQ(up_read(r, &c, 1), 1);
+	data = data_resident(p);
+	seg = resident_bytes(p->base, p->g.off.size);
+	printf("# after one byte: %zu KiB data, %zu KiB segment resident\n", data / KIB,
+	       seg / KIB);
+	CHECK(data <= p->g.page_size);
+	CHECK(seg <= 64 * KIB);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+struct reader {
+	struct up_end *e;
+	enum mode mode;
+	uint64_t got;
+	uint64_t bad; /* reads that do not match the pattern */
+	ssize_t last;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+	char *buf = malloc(1 << 20);
+	struct pollfd pfd = { .events = POLLIN };
+	ssize_t n;
+
+	CHECK(buf != NULL);
+	if (rd->mode == POLLMODE) {
+		pfd.fd = up_pollfd(rd->e);
+		CHECK(pfd.fd >= 0);
+	}
+	for (;;) {
+		n = up_read(rd->e, buf, 1 << 20);
+		if (n > 0) {
+			rd->bad += harness_verify(7, rd->got, buf, (size_t)n) != (size_t)-1;
+			rd->got += (uint64_t)n;
+			continue;
+		}
+		if (n != -EAGAIN)
+			break;
+		if (rd->mode == NONBLOCK) {
+			usleep(500); /* a program that looks now and then */
+			continue;
+		}
+		n = up_poll_arm(rd->e);
+		if (n == 1)
+			continue;
+		CHECK_EQ(n, 0);
+		CHECK(poll(&pfd, 1, -1) == 1);
+	}
+	rd->last = n;
+	free(buf);
+	return NULL;
+}
+
+/* Burst @total bytes through a 64 MiB pipe; then @trickle_ms of one byte
+ * every 100 ms (0: none). Returns resident bytes after, checks the bound. */
+static void burst_then(enum mode mode, uint64_t trickle_ms)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+	struct up_end *w;
+	struct reader rd = { .mode = mode };
+	pthread_t t;
+	static char chunk[1 << 16];
+	const uint64_t total = 512ull * MIB;
+	uint64_t sent = 0, start, deadline;
+	size_t peak, after, bound;
+
+	up_config_init(&cfg);
+	cfg.capacity = 64 * MIB;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	CHECK_OK(up_open(p, UP_RD | (mode == BLOCKING ? 0 : UP_NONBLOCK), &rd.e));
+	CHECK_OK(up_open(p, UP_WR, &w));
+	CHECK_EQ(pthread_create(&t, NULL, reader_main, &rd), 0);
+	while (sent < total) {
+		ssize_t n;
+
+		harness_fill(7, sent, chunk, sizeof(chunk));
+		n = up_write(w, chunk, sizeof(chunk));
+		CHECK(n == (ssize_t)sizeof(chunk));
+		sent += (uint64_t)n;
+	}
+	peak = data_resident(p);
+	bound = cfg.capacity / 4;
+	start = now_ms();
+	while (now_ms() - start < trickle_ms) {
+		harness_fill(7, sent, chunk, 1);
+		CHECK_EQ(up_write(w, chunk, 1), 1);
+		sent++;
+		usleep(100 * 1000); /* the trickle's pace */
+	}
+	after = data_resident(p);
+	if (!trickle_ms) {
+		/* Nothing calls the library now but the armed reader's ticks. */
+		deadline = now_ms() + 5000;
+		while ((after = data_resident(p)) > bound && now_ms() < deadline)
+			usleep(10 * 1000); /* polling a figure against a deadline */
+	}
+	printf("# mode %d: peak %zu MiB, after %s %zu KiB (bound %zu KiB)\n", (int)mode,
+	       peak / MIB, trickle_ms ? "the trickle" : "idling", after / KIB, bound / KIB);
+	CHECK(peak > bound); /* the burst really used the pages */
+	CHECK(after <= bound);
+	up_close(w);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	CHECK_EQ(rd.last, 0);
+	CHECK_EQ(rd.got, sent);
+	CHECK_EQ(rd.bad, 0);
+	up_close(rd.e);
+	up_pipe_release(p);
+}
+
+static void trickle_blocking(void)
+{
+	burst_then(BLOCKING, 3000);
+}
+
+static void trickle_nonblock(void)
+{
+	burst_then(NONBLOCK, 3000);
+}
+
+static void trickle_poll(void)
+{
+	burst_then(POLLMODE, 3000);
+}
+
+static void poll_idle(void)
+{
+	burst_then(POLLMODE, 0);
+}
+
+int main(int argc, char **argv)
+{
+	harness_init(argc, argv);
+	harness_watchdog(120);
+	RUN(idle);
+	RUN(trickle_blocking);
+	RUN(trickle_nonblock);
+	RUN(trickle_poll);
+	RUN(poll_idle);
+	return 0;
+}

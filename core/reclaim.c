@@ -92,6 +92,10 @@ void up__pool_trim(struct up_end *rd)
 	get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
 	used = get - rd->trim_get;
 	rd->trim_get = get;
+	/* Nothing taken since a look that left nothing for later: the pages
+	 * that hold memory are the ones it left. */
+	if (used == 0 && !rd->trim_due)
+		return;
 	free_pages = up__pool_free(p);
 	need = p->g.keep_pages;
 	if ((uint64_t)used * UP_TRIM_ROUNDS > free_pages)

@@ -8,7 +8,8 @@
  *    for 3 s leaves at most a quarter of the capacity resident, with a
  *    blocking, a non-blocking and a poll-mode reader; every byte arrives;
  *  - poll_idle: after a burst, a poll-mode reader that only waits on its
- *    pollfd (no trickle, no call of its own) still gets the pages given back.
+ *    pollfd (no trickle, no call of its own) still gets the pages given
+ *    back, with the writer in this process or in a child.
  *
  * Residency is mincore() over the segment's mapping: the memfd's pages, who
  * ever faulted them. The waits for a trim poll that figure against a
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,6 +211,73 @@ static void poll_idle(void)
 	burst_then(POLLMODE, 0);
 }
 
+/*
+ * As poll_idle, with the writer in another process: its pidfd covers its
+ * death, so the armed reader has no peer tick of its own, and only the
+ * trim's (poll.c, trim_due) brings it back to give the pages back.
+ */
+static void poll_idle_peer(void)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+	struct reader rd = { .mode = POLLMODE };
+	const uint64_t total = 512ull * MIB;
+	int done[2], hold[2], st;
+	uint64_t deadline;
+	size_t peak, after, bound;
+	pthread_t t;
+	pid_t pid;
+	char c;
+
+	up_config_init(&cfg);
+	cfg.capacity = 64 * MIB;
+	bound = cfg.capacity / 4;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &rd.e));
+	CHECK_SYS(pipe(done));
+	CHECK_SYS(pipe(hold));
+	CHECK_EQ(pthread_create(&t, NULL, reader_main, &rd), 0);
+	pid = fork();
+	CHECK_SYS(pid);
+	if (pid == 0) {
+		static char chunk[1 << 16];
+		struct up_end *w;
+		uint64_t sent;
+
+		CHECK_OK(up_open(p, UP_WR, &w));
+		for (sent = 0; sent < total; sent += sizeof(chunk)) {
+			harness_fill(7, sent, chunk, sizeof(chunk));
+			CHECK_EQ(up_write(w, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+		}
+		CHECK_EQ(write(done[1], "d", 1), 1);
+		CHECK_EQ(read(hold[0], &c, 1), 1);
+		up_close(w);
+		_exit(0);
+	}
+	CHECK_EQ(read(done[0], &c, 1), 1);
+	peak = data_resident(p);
+	deadline = now_ms() + 5000;
+	while ((after = data_resident(p)) > bound && now_ms() < deadline)
+		usleep(10 * 1000); /* polling a figure against a deadline */
+	printf("# writer in a child: peak %zu MiB, after idling %zu KiB (bound %zu KiB)\n",
+	       peak / MIB, after / KIB, bound / KIB);
+	CHECK_EQ(write(hold[1], "h", 1), 1);
+	CHECK_SYS(waitpid(pid, &st, 0));
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	CHECK(peak > bound);
+	CHECK(after <= bound);
+	CHECK_EQ(rd.last, 0);
+	CHECK_EQ(rd.got, total);
+	CHECK_EQ(rd.bad, 0);
+	up_close(rd.e);
+	up_pipe_release(p);
+	close(done[0]);
+	close(done[1]);
+	close(hold[0]);
+	close(hold[1]);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -218,5 +287,6 @@ int main(int argc, char **argv)
 	RUN(trickle_nonblock);
 	RUN(trickle_poll);
 	RUN(poll_idle);
+	RUN(poll_idle_peer);
 	return 0;
 }

@@ -71,8 +71,9 @@ struct up_config {
 	size_t   page_size; /* bytes per ring page; 0 = default (4 KiB) */
 	int      numa_node; /* -1 = the caller's memory-policy / local node */
 	/* Since 0.1: the memory floor. After a burst, free pages beyond
-	 * pool_keep bytes are given back to the kernel (hole-punched) when a
-	 * reader goes idle, at most once per trim_ms per endpoint. 0 = default
+	 * pool_keep bytes are given back to the kernel (hole-punched) once the
+	 * writers have taken few pages for a while, looked at from a reader's
+	 * idle points at most once per trim_ms per endpoint. 0 = default
 	 * (1/8 of the capacity, at least 64 KiB); >= capacity = never trim. */
 	size_t   pool_keep;
 	uint32_t trim_ms;   /* 0 = default (100 ms) */
@@ -80,8 +81,8 @@ struct up_config {
 	 * round again in FIFO order, and a pool larger than the capacity
 	 * makes a streaming writer find its pages' lines gone from the
 	 * reader's cache: faster small writes, for more memory (the pool is
-	 * faulted in when the pipe is made; a blocking reader that idles
-	 * trims it, see pool_keep). The pool never exceeds twice
+	 * faulted in as the stream goes round it; a trim gives it back, see
+	 * pool_keep). The pool never exceeds twice
 	 * the capacity, a capacity under pool_min / 4 gets no spare pages,
 	 * and the pipe still holds no more than the capacity. 0 = default
 	 * (2 MiB); a value no larger than the capacity adds nothing. */

@@ -75,7 +75,7 @@ void up__pool_trim(struct up_end *rd)
 {
 	struct up_pipe *p = rd->p;
 	uint64_t now, sc = 0;
-	uint32_t get, used, need, free_pages, want;
+	uint32_t get, put, used, need, free_pages, want;
 	uint8_t *res;
 	long resident;
 	int n;
@@ -90,12 +90,16 @@ void up__pool_trim(struct up_end *rd)
 		return;
 	/* relaxed: a measure of demand, not an ordering. */
 	get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
+	/* relaxed: as above. */
+	put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
 	used = get - rd->trim_get;
 	rd->trim_get = get;
-	/* Nothing taken since a look that left nothing for later: the pages
-	 * that hold memory are the ones it left. */
-	if (used == 0 && !rd->trim_due)
+	/* Nothing taken or given back since a look that left nothing for
+	 * later: the pages that hold memory are the ones it left. (Pages
+	 * the ring still held then come back through put.) */
+	if (used == 0 && put == rd->trim_put && !rd->trim_due)
 		return;
+	rd->trim_put = put;
 	free_pages = up__pool_free(p);
 	need = p->g.keep_pages;
 	if ((uint64_t)used * UP_TRIM_ROUNDS > free_pages)
@@ -130,8 +134,10 @@ void up__pool_trim(struct up_end *rd)
 			break; /* kept for the next look; or no hole punching here */
 		want -= (uint32_t)n;
 	}
-	/* The pages this look took are not demand. relaxed: as above. */
+	/* The pages this look took and gave back are not traffic. relaxed: as
+	 * above. */
 	rd->trim_get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
+	rd->trim_put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
 out:
 	rd->trim_due |= rd->ncache != 0;
 	up__free(res);

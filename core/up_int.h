@@ -187,10 +187,10 @@ struct up_end {
 	uint64_t live_ns;
 	uint32_t came;        /* UP_CAME_* */
 	/* Reader: the trim's last look (reclaim.c, up__pool_trim()): when,
-	 * the pool's get then, and whether pages beyond the need were left
+	 * the pool's get and put then, and whether pages beyond the need were left
 	 * for a later look (poll mode then ticks, as for a blind peer). */
 	uint64_t trim_at;
-	uint32_t trim_get;
+	uint32_t trim_get, trim_put;
 	bool trim_due;
 	uint32_t sweep_gen;    /* ends_gen + 1 at the last orphan sweep */
 

@@ -3,7 +3,7 @@
  * up_footprint.c - what a pipe costs to hold and to make, against the
  * kernel's pipe(2) and socketpair(2), in one run.
  *
- *   uringpipe-footprint [N]
+ *   uringpipe-footprint [N [--burst]]
  *
  * Hold: N pipes (default 100) with both ends open and idle in this process:
  * resident KiB per pipe (Rss + RssShmem from /proc/self/status, before and
@@ -11,16 +11,21 @@
  * each written and read one byte, as a pipe in use would.
  * Make: create, write a byte, read it, close, N times: us per pipe; and
  * attach: a second process maps an existing pipe and opens a reader.
+ * --burst: a 64 MiB pipe's resident memory after 1 GiB, under a trickle and
+ * idle (burst_trickle()).
  * Every figure is printed; nothing is judged here.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -203,12 +208,108 @@ static void attach_cost(int n)
 	up_pipe_release(p);
 }
 
+/* KiB of the memfd that hold memory, seen through a mapping of our own. */
+static long seg_resident_kib(int fd)
+{
+	size_t sys = (size_t)sysconf(_SC_PAGESIZE), n, i, res = 0;
+	struct stat st;
+	unsigned char *vec;
+	void *m;
+
+	if (fstat(fd, &st) < 0)
+		return -1;
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return -1;
+	n = ((size_t)st.st_size + sys - 1) / sys;
+	vec = malloc(n);
+	if (vec && mincore(m, (size_t)st.st_size, vec) == 0)
+		for (i = 0; i < n; i++)
+			res += vec[i] & 1;
+	free(vec);
+	munmap(m, (size_t)st.st_size);
+	return (long)(res * sys / 1024);
+}
+
+struct drain {
+	struct up_end *rd;
+	uint64_t got;
+};
+
+static void *drain_main(void *arg)
+{
+	struct drain *d = arg;
+	char *buf = malloc(1 << 20);
+	ssize_t n;
+
+	while (buf && (n = up_read(d->rd, buf, 1 << 20)) > 0)
+		d->got += (uint64_t)n;
+	free(buf);
+	return NULL;
+}
+
+/*
+ * After a burst: 1 GiB through a 64 MiB pipe to a blocking reader, then a
+ * byte every 100 ms for 3 s. Prints the segment's resident KiB at the end
+ * of the burst, after the trickle, and a second after it ends. A kernel pipe
+ * holds only the bytes not yet read (none here).
+ */
+static void burst_trickle(void)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+	struct up_end *w;
+	struct drain d = { 0 };
+	pthread_t t;
+	char *chunk = calloc(1, 1 << 16);
+	uint64_t sent = 0, t0;
+	long peak, trickled, idle;
+	int r;
+
+	up_config_init(&cfg);
+	cfg.capacity = 64u << 20;
+	if (!chunk)
+		die("calloc", -12);
+	if ((r = up_pipe_create(&cfg, &p)) < 0 || (r = up_open(p, UP_RD, &d.rd)) < 0 ||
+	    (r = up_open(p, UP_WR, &w)) < 0)
+		die("64 MiB pipe", r);
+	if (pthread_create(&t, NULL, drain_main, &d) != 0)
+		die("pthread_create", -11);
+	t0 = now_ns();
+	while (sent < (1ull << 30)) {
+		ssize_t n = up_write(w, chunk, 1 << 16);
+
+		if (n < 0)
+			die("up_write", (int)n);
+		sent += (uint64_t)n;
+	}
+	printf("uringpipe   64 MiB pipe: 1 GiB burst in %.2f s\n", (double)(now_ns() - t0) / 1e9);
+	peak = seg_resident_kib(up_pipe_fd(p));
+	t0 = now_ns();
+	while (now_ns() - t0 < 3000000000ull) {
+		if (up_write(w, chunk, 1) != 1)
+			die("up_write", -5);
+		usleep(100000); /* the trickle's pace */
+	}
+	trickled = seg_resident_kib(up_pipe_fd(p));
+	usleep(1000000); /* idle a second */
+	idle = seg_resident_kib(up_pipe_fd(p));
+	printf("uringpipe   64 MiB pipe resident: %ld KiB after the burst, %ld KiB after a 3 s "
+	       "trickle (1 B / 100 ms), %ld KiB 1 s idle after\n", peak, trickled, idle);
+	up_close(w);
+	pthread_join(t, NULL);
+	up_close(d.rd);
+	up_pipe_release(p);
+	free(chunk);
+}
+
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 100;
+	bool burst = argc > 2 && strcmp(argv[2], "--burst") == 0;
 
-	if (n <= 0 || n > 100000) {
-		fprintf(stderr, "usage: uringpipe-footprint [N]\n");
+	if (n <= 0 || n > 100000 || (argc > 2 && !burst) || argc > 3) {
+		fprintf(stderr, "usage: uringpipe-footprint [N [--burst]]\n");
 		return 2;
 	}
 	hold_kernel(n, false);
@@ -218,5 +319,7 @@ int main(int argc, char **argv)
 	make_kernel(n, true);
 	make_uringpipe(n);
 	attach_cost(n);
+	if (burst)
+		burst_trickle();
 	return 0;
 }

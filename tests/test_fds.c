@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_fds.c - what a pipe costs in file descriptors: one (its memfd), plus
+ * a constant per thread (the thread's io_uring rings), plus one per end put
+ * in poll mode (up_pollfd()).
+ *
+ * With RLIMIT_NOFILE's soft limit at 1024, 600 default pipes with both ends
+ * open in one process must fit: every reader blocks on its empty pipe (the
+ * writer thread writes only once the reader is seen asleep in the kernel),
+ * so every end has slept or woken, which is where an end would have made a
+ * ring of its own. The open fds (/proc/self/fd) must then be at most 600
+ * plus a small constant over the count before, and back to it once every
+ * pipe is closed and the writer thread has exited (its ring goes with it).
+ * Then 100 readers are put in poll mode: exactly one more fd each, none for
+ * a second up_pollfd() or for arming, and all of them gone at close.
+ *
+ * Registered twice: on the backend the host gives and on futex(2)
+ * (UP_FORCE_FUTEX=1), where poll mode has its own fd per end too.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "uringpipe.h"
+
+#define NPIPES 600
+#define NPOLL 100
+/* Beyond the memfds: the rings of the two threads (one each here; SQPOLL is
+ * not asked for), and room for what the C library may open on its own. */
+#define SLACK 8
+
+struct pair {
+	struct up_end *ends[2]; /* [0] reads, [1] writes */
+};
+
+static struct pair pipes[NPIPES];
+static _Atomic int turn = -1;       /* the pipe the main thread reads now */
+static _Atomic pid_t reader_tid;
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	CHECK(d != NULL);
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1; /* the directory's own fd */
+}
+
+static void limit_fds(void)
+{
+	struct rlimit rl;
+
+	CHECK_SYS(getrlimit(RLIMIT_NOFILE, &rl));
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 1024)
+		SKIP("RLIMIT_NOFILE hard limit below 1024");
+	rl.rlim_cur = 1024;
+	CHECK_SYS(setrlimit(RLIMIT_NOFILE, &rl));
+}
+
+/* Writes one byte to each pipe in turn, once its reader sleeps in it. */
+static void *writer_main(void *arg)
+{
+	int i;
+
+	(void)arg;
+	for (i = 0; i < NPIPES; i++) {
+		char c = (char)(i & 0x7f);
+
+		while (atomic_load(&turn) != i)
+			sched_yield();
+		harness_wait_asleep(&reader_tid);
+		CHECK_EQ(up_write(pipes[i].ends[1], &c, 1), 1);
+	}
+	return NULL;
+}
+
+/* One pipe made, used and closed first, so that the main thread's own
+ * rings (made once per thread) are in the count taken before. */
+static void warm_up(void)
+{
+	struct up_end *e[2];
+	char c = 'w';
+
+	CHECK_OK(up_pipe2(e, NULL));
+	CHECK_EQ(up_write(e[1], &c, 1), 1);
+	CHECK_EQ(up_read(e[0], &c, 1), 1);
+	CHECK_OK(up_close(e[0]));
+	CHECK_OK(up_close(e[1]));
+}
+
+static void six_hundred_pipes(void)
+{
+	struct up_stats st;
+	pthread_t t;
+	int before, during, i;
+
+	warm_up();
+	before = open_fds();
+	for (i = 0; i < NPIPES; i++)
+		CHECK_OK(up_pipe2(pipes[i].ends, NULL));
+	atomic_store(&reader_tid, (pid_t)syscall(SYS_gettid));
+	CHECK_EQ(pthread_create(&t, NULL, writer_main, NULL), 0);
+	for (i = 0; i < NPIPES; i++) {
+		char c = 0;
+
+		atomic_store(&turn, i);
+		CHECK_EQ(up_read(pipes[i].ends[0], &c, 1), 1);
+		CHECK_EQ(c, (char)(i & 0x7f));
+		/* It slept (the writer waited for that). */
+		CHECK_OK(up_stats(up_end_pipe(pipes[i].ends[0]), &st));
+		CHECK(st.waits >= 1);
+	}
+	during = open_fds();
+	CHECK_EQ(up_stats(up_end_pipe(pipes[0].ends[0]), &st), 0);
+	printf("# %d pipes, both ends open, backend %s: %d fds before, %d with them open "
+	       "(%.2f per pipe)\n",
+	       NPIPES, st.backend, before, during, (double)(during - before) / NPIPES);
+	CHECK(during >= before + NPIPES);
+	CHECK(during <= before + NPIPES + SLACK);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	/* And every writer woke its reader (counted after the wake's system
+	 * call, so looked at once the writer thread is done). */
+	for (i = 0; i < NPIPES; i++) {
+		CHECK_OK(up_stats(up_end_pipe(pipes[i].ends[0]), &st));
+		CHECK(st.wakes >= 1);
+	}
+
+	for (i = 0; i < NPIPES; i++) {
+		CHECK_OK(up_close(pipes[i].ends[0]));
+		CHECK_OK(up_close(pipes[i].ends[1]));
+	}
+	/* The writer thread has exited: its ring went with it. */
+	CHECK_EQ(open_fds(), before);
+}
+
+/* Poll mode: one fd per end, made at its first up_pollfd(), none beyond. */
+static void poll_mode_fd_per_end(void)
+{
+	int before, made, fd[NPOLL], i;
+
+	for (i = 0; i < NPOLL; i++) {
+		struct up_pipe *p;
+
+		CHECK_OK(up_pipe_create(NULL, &p));
+		CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &pipes[i].ends[0]));
+		CHECK_OK(up_open(p, UP_WR, &pipes[i].ends[1]));
+		up_pipe_release(p); /* the ends keep it */
+	}
+	before = open_fds();
+	for (i = 0; i < NPOLL; i++) {
+		fd[i] = up_pollfd(pipes[i].ends[0]);
+		if (fd[i] == -EOPNOTSUPP)
+			SKIP("no poll mode here (futex_waitv refused)");
+		CHECK(fd[i] >= 0);
+	}
+	made = open_fds();
+	printf("# %d ends in poll mode: %d fds more\n", NPOLL, made - before);
+	CHECK_EQ(made, before + NPOLL);
+	for (i = 0; i < NPOLL; i++) {
+		struct pollfd pfd = { .fd = fd[i], .events = POLLIN };
+		char c = 'p';
+
+		CHECK_EQ(up_pollfd(pipes[i].ends[0]), fd[i]);
+		CHECK_EQ(up_read(pipes[i].ends[0], &c, 1), -EAGAIN);
+		CHECK_EQ(up_poll_arm(pipes[i].ends[0]), 0);
+		CHECK_EQ(up_write(pipes[i].ends[1], &c, 1), 1);
+		CHECK_EQ(poll(&pfd, 1, 10000), 1);
+		CHECK_EQ(up_read(pipes[i].ends[0], &c, 1), 1);
+		CHECK_EQ(c, 'p');
+	}
+	/* Arming made no fd; a helper thread of the futex backend is none. */
+	CHECK_EQ(open_fds(), made);
+	for (i = 0; i < NPOLL; i++) {
+		CHECK_OK(up_close(pipes[i].ends[0]));
+		CHECK_OK(up_close(pipes[i].ends[1]));
+	}
+	CHECK_EQ(open_fds(), before - NPOLL);
+}
+
+int main(int argc, char **argv)
+{
+	harness_init(argc, argv);
+	harness_watchdog(100);
+	harness_fail_on_sigpipe();
+	limit_fds();
+	RUN(six_hundred_pipes);
+	RUN(poll_mode_fd_per_end);
+	return 0;
+}

@@ -371,7 +371,7 @@ static void *watcher_main(void *arg)
 		for (i = 0; i < n; i++) {
 			struct up__pf_end *pe = pid_owner(ev[i].data.fd);
 
-			if (pe && !pe->peer_fired) {
+			if (pe) {
 				pe->peer_fired = true;
 				(void)!write(pe->efd, &one, sizeof(one));
 			}

@@ -14,6 +14,13 @@
  * Then 100 readers are put in poll mode: exactly one more fd each, none for
  * a second up_pollfd() or for arming, and all of them gone at close.
  *
+ * A thread's ring serves one call at a time: a signal handler that calls in
+ * while its thread sleeps must not use the ring the sleep is in
+ * (handler_reenters). The handler wakes the sleeper's own pipe, so that
+ * the sleep's completion is due, then blocks on a second pipe; on the
+ * shared ring its wait would take that completion for a stale one and the
+ * sleep, once resumed, would wait seconds for it.
+ *
  * Registered twice: on the backend the host gives and on futex(2)
  * (UP_FORCE_FUTEX=1), where poll mode has its own fd per end too.
  */
@@ -22,6 +29,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -191,6 +199,74 @@ static void poll_mode_fd_per_end(void)
 	CHECK_EQ(open_fds(), before - NPOLL);
 }
 
+static struct up_end *hr_ends[2][2]; /* [pipe][0 reads, 1 writes] */
+static _Atomic int hr_stage;
+static _Atomic pid_t hr_tid;
+static ssize_t hr_got;
+
+/* SIGUSR1 on the thread asleep in up_read() of pipe 0. */
+static void hr_handler(int sig)
+{
+	char c = 'x';
+
+	(void)sig;
+	/* The sleep's completion becomes due: pipe 0 gets its byte. */
+	if (up_write(hr_ends[0][1], &c, 1) != 1)
+		_exit(3);
+	atomic_store(&hr_stage, 1);
+	/* And this handler sleeps in its turn, until pipe 1 gets one. */
+	hr_got = up_read(hr_ends[1][0], &c, 1);
+	atomic_store(&hr_stage, 2);
+}
+
+static void *hr_sleeper(void *arg)
+{
+	char c = 0;
+	ssize_t *res = arg;
+
+	atomic_store(&hr_tid, (pid_t)syscall(SYS_gettid));
+	*res = up_read(hr_ends[0][0], &c, 1);
+	return NULL;
+}
+
+static void handler_reenters(void)
+{
+	struct sigaction sa;
+	ssize_t res = 0;
+	pthread_t t;
+	uint64_t t0;
+	char c = 'y';
+
+	CHECK_OK(up_pipe2(hr_ends[0], NULL));
+	CHECK_OK(up_pipe2(hr_ends[1], NULL));
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = hr_handler;
+	sigemptyset(&sa.sa_mask);
+	CHECK_SYS(sigaction(SIGUSR1, &sa, NULL));
+	CHECK_EQ(pthread_create(&t, NULL, hr_sleeper, &res), 0);
+	harness_wait_asleep(&hr_tid);
+	CHECK_EQ(pthread_kill(t, SIGUSR1), 0);
+	while (atomic_load(&hr_stage) != 1)
+		sched_yield();
+	harness_wait_asleep(&hr_tid); /* the handler, in its up_read() */
+	t0 = harness_now_ns();
+	CHECK_EQ(up_write(hr_ends[1][1], &c, 1), 1);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	printf("# handler's read and the interrupted read done %.1f ms after the last write\n",
+	       (double)(harness_now_ns() - t0) / 1e6);
+	CHECK_EQ(atomic_load(&hr_stage), 2);
+	CHECK_EQ(hr_got, 1);
+	CHECK_EQ(res, 1);
+	/* A stale completion costs the interrupted sleep a cancel that gives
+	 * up after 5 s; a second is far beyond a wake. */
+	CHECK(harness_now_ns() - t0 < 1000000000ull);
+	signal(SIGUSR1, SIG_DFL);
+	CHECK_OK(up_close(hr_ends[0][0]));
+	CHECK_OK(up_close(hr_ends[0][1]));
+	CHECK_OK(up_close(hr_ends[1][0]));
+	CHECK_OK(up_close(hr_ends[1][1]));
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -199,5 +275,6 @@ int main(int argc, char **argv)
 	limit_fds();
 	RUN(six_hundred_pipes);
 	RUN(poll_mode_fd_per_end);
+	RUN(handler_reenters);
 	return 0;
 }

@@ -21,6 +21,9 @@
  * shared ring its wait would take that completion for a stale one and the
  * sleep, once resumed, would wait seconds for it.
  *
+ * A forked child's ends of an SQPOLL pipe must not touch the forking
+ * thread's rings, which did not come along (sqpoll_end_forked).
+ *
  * Registered twice: on the backend the host gives and on futex(2)
  * (UP_FORCE_FUTEX=1), where poll mode has its own fd per end too.
  */
@@ -35,6 +38,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -267,6 +271,40 @@ static void handler_reenters(void)
 	CHECK_OK(up_close(hr_ends[1][1]));
 }
 
+/* An SQPOLL pipe used here, then by a forked child through its copies. */
+static void sqpoll_end_forked(void)
+{
+	struct up_config cfg;
+	struct up_end *e[2];
+	int status;
+	pid_t child;
+	char c = 's';
+
+	up_config_init(&cfg);
+	cfg.flags |= UP_CFG_SQPOLL;
+	CHECK_OK(up_pipe2(e, &cfg));
+	CHECK_EQ(up_write(e[1], &c, 1), 1);
+	CHECK_EQ(up_read(e[0], &c, 1), 1);
+	fflush(NULL);
+	child = fork();
+	CHECK_SYS(child);
+	if (child == 0) {
+		/* The child's copies: used, then closed, each with the
+		 * child's own ring. */
+		if (up_write(e[1], &c, 1) != 1 || up_read(e[0], &c, 1) != 1)
+			_exit(2);
+		up_close(e[0]);
+		up_close(e[1]);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(child, &status, 0), child);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ(up_write(e[1], &c, 1), 1);
+	CHECK_EQ(up_read(e[0], &c, 1), 1);
+	CHECK_OK(up_close(e[0]));
+	CHECK_OK(up_close(e[1]));
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -276,5 +314,6 @@ int main(int argc, char **argv)
 	RUN(six_hundred_pipes);
 	RUN(poll_mode_fd_per_end);
 	RUN(handler_reenters);
+	RUN(sqpoll_end_forked);
 	return 0;
 }

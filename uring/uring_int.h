@@ -106,6 +106,7 @@ struct uw_ring {
 	 * then covered by the caller's timeout only. */
 	int broken;
 	int busy;      /* in a wait or a wake; see [u-reenter] */
+	pid_t owner;   /* process that made it (see uw_destroy()) */
 };
 
 /*

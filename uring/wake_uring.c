@@ -432,11 +432,13 @@ static void uw_destroy(struct up__waker *w)
 	struct uw_ring *tr;
 
 	/* Wakes this thread queued on its SQPOLL ring go out before the
-	 * caller may unmap their segment. A forked child's copy of a parent's
-	 * end finds only rings of the child's own here (tls_atfork_child()). */
+	 * caller may unmap their segment. In a forked child, fork.c's handler
+	 * destroys the parent's wakers before tls_atfork_child() has run
+	 * (handlers run in the order they were installed, fork.c's first), so
+	 * the ring may still be the parent's, unmapped here: the pid tells. */
 	if (uw->sqpoll) {
 		tr = uw_tls.r[1];
-		if (tr && !tr->busy && !tr->broken) {
+		if (tr && !tr->busy && !tr->broken && tr->owner == getpid()) {
 			tring_enter(tr);
 			drain_wakes(tr);
 			tring_leave(tr);
@@ -557,6 +559,7 @@ static struct uw_ring *tring_new(int sqpoll)
 	if (!probe_ok(&uw->ring))
 		goto err_exit;
 	uw->sqpoll = sqpoll != 0;
+	uw->owner = getpid();
 	if (!selftest_ok(uw))
 		goto err_exit;
 	/* A forked child must not drive its parent's ring through shared

@@ -537,6 +537,7 @@ static struct uw_ring *tring_new(int sqpoll)
 	struct uw_ring *uw;
 	int anchor = -1, r;
 	__u32 features = 0;
+	bool known;
 
 	uw = up__calloc(1, sizeof(*uw));
 	if (!uw)
@@ -556,11 +557,19 @@ static struct uw_ring *tring_new(int sqpoll)
 	if (!(features & IORING_FEAT_EXT_ARG) || !(features & IORING_FEAT_NODROP) ||
 	    !(features & IORING_FEAT_CQE_SKIP))
 		goto err_exit;
-	if (!probe_ok(&uw->ring))
-		goto err_exit;
 	uw->sqpoll = sqpoll != 0;
 	uw->owner = getpid();
-	if (!selftest_ok(uw))
+	/* The process's first ring of a flavour is its probe. Later ones skip
+	 * what the kernel answered already; an SQPOLL ring also skips the
+	 * self-test, whose enter sleeps until the SQ thread has run it: a
+	 * thread's first wait would spend that enter asleep before its real
+	 * one, and a peer that saw it asleep would act too soon. A plain
+	 * ring's self-test completes inline and still runs (a seccomp filter
+	 * can be a thread's own). relaxed: the cache of up__waker_uring_new(). */
+	known = atomic_load_explicit(&uw_probed[uw->sqpoll], memory_order_relaxed) == 1;
+	if (!known && !probe_ok(&uw->ring))
+		goto err_exit;
+	if (!(known && sqpoll) && !selftest_ok(uw))
 		goto err_exit;
 	/* A forked child must not drive its parent's ring through shared
 	 * mappings: keep them out of the child, so misuse faults loudly

@@ -22,7 +22,8 @@
  * sleep, once resumed, would wait seconds for it.
  *
  * A forked child's ends of an SQPOLL pipe must not touch the forking
- * thread's rings, which did not come along (sqpoll_end_forked).
+ * thread's rings, which did not come along (sqpoll_end_forked), and the
+ * child keeps no copy of any thread's ring fd (fork_keeps_no_ring).
  *
  * Registered twice: on the backend the host gives and on futex(2)
  * (UP_FORCE_FUTEX=1), where poll mode has its own fd per end too.
@@ -305,6 +306,78 @@ static void sqpoll_end_forked(void)
 	CHECK_OK(up_close(e[1]));
 }
 
+/* Open io_uring fds of this process. */
+static int uring_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	CHECK(d != NULL);
+	while ((de = readdir(d)) != NULL) {
+		char path[300], link[128];
+		ssize_t k;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		k = readlink(path, link, sizeof(link) - 1);
+		if (k <= 0)
+			continue;
+		link[k] = '\0';
+		if (strstr(link, "io_uring"))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static int fk_go[2];
+static _Atomic int fk_ready;
+
+/* A thread with a ring of its own, alive across the fork. */
+static void *fk_thread(void *arg)
+{
+	struct up_end *e[2];
+	char c = 't';
+
+	(void)arg;
+	CHECK_OK(up_pipe2(e, NULL));
+	CHECK_EQ(up_write(e[1], &c, 1), 1);
+	CHECK_EQ(up_read(e[0], &c, 1), 1);
+	CHECK_OK(up_close(e[0]));
+	CHECK_OK(up_close(e[1]));
+	atomic_store(&fk_ready, 1);
+	CHECK_EQ(read(fk_go[0], &c, 1), 1);
+	return NULL;
+}
+
+static void fork_keeps_no_ring(void)
+{
+	pthread_t t;
+	int status, before;
+	pid_t child;
+	char c = 'g';
+
+	CHECK_SYS(pipe(fk_go));
+	CHECK_EQ(pthread_create(&t, NULL, fk_thread, NULL), 0);
+	while (!atomic_load(&fk_ready))
+		sched_yield();
+	before = uring_fds();
+	fflush(NULL);
+	child = fork();
+	CHECK_SYS(child);
+	if (child == 0)
+		_exit(uring_fds() == 0 ? 0 : 1);
+	CHECK_EQ(waitpid(child, &status, 0), child);
+	printf("# io_uring fds: %d in the parent, none in the child\n", before);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ(write(fk_go[1], &c, 1), 1);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	close(fk_go[0]);
+	close(fk_go[1]);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -315,5 +388,6 @@ int main(int argc, char **argv)
 	RUN(poll_mode_fd_per_end);
 	RUN(handler_reenters);
 	RUN(sqpoll_end_forked);
+	RUN(fork_keeps_no_ring);
 	return 0;
 }

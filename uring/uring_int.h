@@ -107,6 +107,7 @@ struct uw_ring {
 	int broken;
 	int busy;      /* in a wait or a wake; see [u-reenter] */
 	pid_t owner;   /* process that made it (see uw_destroy()) */
+	struct uw_ring *next, *prev; /* the process's rings (wake_uring.c) */
 };
 
 /*

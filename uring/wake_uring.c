@@ -23,9 +23,9 @@
  *    shared word, so nothing is lost and the outer call's ring is left as
  *    it was. The same holds while the ring is being made.
  *  - A thread's ring is never used across fork(): its mappings are
- *    MADV_DONTFORK, and an atfork child handler forgets the forking
- *    thread's rings (closing the child's copies of their fds) before the
- *    child runs, so a child's threads make their own.
+ *    MADV_DONTFORK, and an atfork child handler closes the child's copies
+ *    of every thread's ring fds (the process's list of rings) and forgets
+ *    them before the child runs, so a child's threads make their own.
  *  - Queued wakes reach the kernel before their segment may be unmapped:
  *    with SQPOLL a wake is an SQE until the SQ thread takes it, so an end's
  *    destroy drains the calling thread's SQPOLL ring, and a thread's exit
@@ -73,6 +73,7 @@ struct uw_thread {
 	struct uw_ring *r[2];
 	int failed[2]; /* making one failed here: futex(2) for good */
 	int making;    /* inside tring_new(): see [u-reenter] */
+	int forking;   /* between our atfork prepare and parent/child handlers */
 };
 
 static __thread struct uw_thread uw_tls;
@@ -83,8 +84,36 @@ static pthread_once_t uw_tls_once = PTHREAD_ONCE_INIT;
  * is refused (up__waker_uring_new()). Reset in a forked child. */
 static _Atomic int uw_probed[2];
 
+/* Every thread's rings, for a forked child to close: the child has only
+ * the forking thread, but a copy of every thread's ring fds. */
+static pthread_mutex_t uw_rings_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct uw_ring *uw_rings;
+
 static struct uw_ring *tring_new(int sqpoll);
 static void tring_free(struct uw_ring *tr);
+
+static void rings_add(struct uw_ring *tr)
+{
+	pthread_mutex_lock(&uw_rings_mu);
+	tr->prev = NULL;
+	tr->next = uw_rings;
+	if (uw_rings)
+		uw_rings->prev = tr;
+	uw_rings = tr;
+	pthread_mutex_unlock(&uw_rings_mu);
+}
+
+static void rings_del(struct uw_ring *tr)
+{
+	pthread_mutex_lock(&uw_rings_mu);
+	if (tr->prev)
+		tr->prev->next = tr->next;
+	else
+		uw_rings = tr->next;
+	if (tr->next)
+		tr->next->prev = tr->prev;
+	pthread_mutex_unlock(&uw_rings_mu);
+}
 
 /* Thread exit (the key's destructor): the thread's rings go, after their
  * last wakes. Only this thread ever held them. */
@@ -94,37 +123,62 @@ static void tls_exit(void *arg)
 	int i;
 
 	for (i = 0; i < 2; i++) {
-		if (t->r[i])
+		if (t->r[i]) {
+			rings_del(t->r[i]);
 			tring_free(t->r[i]);
+		}
 		t->r[i] = NULL;
 	}
 }
 
-/* In a forked child, before it runs: the forking thread's rings are its
- * parent's (their mappings did not come along: DONTFORK). Close the
- * child's copies of their fds and forget them; the child's threads make
- * their own. */
+/*
+ * fork(): the list is held across it, so the child's copy is whole. The
+ * forking thread makes no ring meanwhile (forking): other handlers (fork.c's)
+ * wake and destroy wakers while we hold the lock, and a ring made then would
+ * take it again.
+ */
+static void tls_atfork_prepare(void)
+{
+	pthread_mutex_lock(&uw_rings_mu);
+	uw_tls.forking = 1;
+}
+
+static void tls_atfork_parent(void)
+{
+	uw_tls.forking = 0;
+	pthread_mutex_unlock(&uw_rings_mu);
+}
+
+/* In a forked child, before it runs: every ring is the parent's (their
+ * mappings did not come along: DONTFORK), the forking thread's and those of
+ * threads the child does not have. Close the child's copies of their fds
+ * and forget them; the child's threads make their own. */
 static void tls_atfork_child(void)
 {
+	struct uw_ring *tr, *next;
 	int i;
 
+	for (tr = uw_rings; tr; tr = next) {
+		next = tr->next;
+		close(tr->ring.ring_fd);
+		up__free(tr);
+	}
+	uw_rings = NULL;
+	uw_tls.forking = 0;
 	for (i = 0; i < 2; i++) {
-		if (uw_tls.r[i]) {
-			close(uw_tls.r[i]->ring.ring_fd);
-			up__free(uw_tls.r[i]);
-		}
 		uw_tls.r[i] = NULL;
 		uw_tls.failed[i] = 0;
 		/* relaxed: the child is single-threaded here. */
 		atomic_store_explicit(&uw_probed[i], 0, memory_order_relaxed);
 	}
+	pthread_mutex_unlock(&uw_rings_mu);
 }
 
 static void tls_init(void)
 {
 	uw_tls_key_ok = pthread_key_create(&uw_tls_key, tls_exit) == 0;
 	if (uw_tls_key_ok)
-		pthread_atfork(NULL, NULL, tls_atfork_child);
+		pthread_atfork(tls_atfork_prepare, tls_atfork_parent, tls_atfork_child);
 }
 
 /*
@@ -158,7 +212,7 @@ static struct uw_ring *tring_get(int sqpoll)
 
 	if (tr)
 		return tr->busy || tr->broken ? NULL : tr;
-	if (t->failed[sqpoll] || t->making)
+	if (t->failed[sqpoll] || t->making || t->forking)
 		return NULL;
 	pthread_once(&uw_tls_once, tls_init);
 	t->making = 1;
@@ -171,10 +225,12 @@ static struct uw_ring *tring_get(int sqpoll)
 		tring_free(tr);
 		tr = NULL;
 	}
-	if (tr)
+	if (tr) {
+		rings_add(tr);
 		t->r[sqpoll] = tr;
-	else
+	} else {
 		t->failed[sqpoll] = 1;
+	}
 	/* [u-reenter] mb: the ring stored before making = 0; pairs with
 	 * [u-reenter] mb in tring_enter(). */
 	atomic_signal_fence(memory_order_seq_cst);

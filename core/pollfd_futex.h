@@ -16,27 +16,30 @@
 
 struct up__pf_helper;
 
-/* One end's poll-mode state. Every field past epfd/efd/pid is guarded by the
+/* One end's poll-mode state. Every field past efd/pid is guarded by the
  * process's registry lock (pollfd_futex.c) while the end is registered. */
 struct up__pf_end {
-	int epfd;         /* what up_pollfd() returns: efd + the peers' pidfds */
-	int efd;          /* written by a helper when the armed wait would end */
-	pid_t pid;        /* process that made them (a forked copy only closes) */
+	int efd;          /* what up_pollfd() returns; written when the armed
+			   * wait would end (a helper) or a peer died (the
+			   * process's pidfd watcher) */
+	pid_t pid;        /* process that made it (a forked copy only closes) */
 	bool armed;       /* between arm and disarm; the end's own thread only */
 	int state;        /* PF_IDLE, PF_PENDING (on a watch), PF_FIRED */
 	int why;          /* what fired it (PF_WHY_*) */
+	bool peer_fired;  /* the pidfd watcher wrote efd during this arm */
 	uint32_t gen;     /* the registry's generation when registered */
 	struct up__pf_helper *h;
 	int wi;           /* its watch in h */
 	struct up__pf_end *next, *prev; /* the watch's pending ends */
+	struct up__pf_end *pnext, *pprev; /* the ends with pidfds in the watcher's set */
 	uint32_t expect;
 	bool tick;        /* blind: readable every UP_WAIT_SLICE_NS while armed */
 	uint64_t tick_at;
-	int pidfd[UP_PF_PIDFDS]; /* added to epfd by the arm */
+	int pidfd[UP_PF_PIDFDS]; /* in the watcher's epoll set, by the arm */
 	int npidfd;
 };
 
-/* -1 in the fds, nothing registered. */
+/* -1 in the fd, nothing registered. */
 void up__pf_init(struct up__pf_end *pe);
 /* The fd (made once), -EOPNOTSUPP without futex_waitv(2), or -errno. */
 int up__pf_pollfd(struct up__pf_end *pe, uint64_t *syscalls);
@@ -47,7 +50,7 @@ int up__pf_arm(struct up__pf_end *pe, _Atomic uint32_t *word, uint32_t expect,
 /* Unregister; no helper waits on the word for this end once it returns. 1
  * when a pidfd or a tick fired (look for dead peers), else 0. */
 int up__pf_disarm(struct up__pf_end *pe, uint64_t *syscalls);
-/* Disarm and close the fds. */
+/* Disarm and close the fd. */
 void up__pf_fini(struct up__pf_end *pe);
 
 /* For tests: helper threads made, words watched, ends pending, and the

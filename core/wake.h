@@ -65,7 +65,7 @@ struct up__wake_ops {
 	 * 0 or -errno; counts syscalls. */
 	int (*wake)(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 		    uint64_t *syscalls);
-	/* Free the per-endpoint state. */
+	/* Free the per-endpoint state (a thread's ring stays the thread's). */
 	void (*destroy)(struct up__waker *w);
 
 	/*
@@ -85,7 +85,10 @@ struct up__wake_ops {
 /*
  * A waker is per endpoint (endpoints are used by one thread at a time, so a
  * waker never needs a lock). The backend allocates a larger struct that
- * begins with this one.
+ * begins with this one. What it sleeps and wakes with may be the calling
+ * thread's, not the endpoint's: the io_uring backend waits and wakes on a
+ * ring of the calling thread (uring/wake_uring.c), so a waker holds no fd
+ * until pollfd() makes the endpoint's one.
  */
 struct up__waker {
 	const struct up__wake_ops *ops;

@@ -3,19 +3,25 @@
  * poll_ring.c - poll mode (up_pollfd/up_poll_arm): an fd for epoll, poll or
  * libuv that turns readable when an armed wait would have ended.
  *
- * The fd is an eventfd registered with a second ring of the waker (pring),
- * which only ever carries the armed FUTEX_WAIT, its pidfd polls and their
- * cancel: kept apart from the waker's own ring, no completion of one mode is
- * mistaken for the other's. Arming does not sleep; the caller has announced
- * itself on the wait line as for a wait (wake.h). This ring is driven
- * through liburing (io_uring_submit(), io_uring_peek_cqe(),
- * io_uring_cqe_seen()), whose barriers pair with the kernel's; there are no
- * atomics of ours here.
+ * The fd is the ring fd of a ring of the end's own (pring), made at the
+ * end's first up_pollfd(), which only ever carries the armed FUTEX_WAIT,
+ * its pidfd polls, the blind tick and their cancel. A ring fd polls
+ * readable (POLLIN) while its CQ holds a completion, so no eventfd is
+ * needed: one fd per end in poll mode, none before. What must stay true:
+ * the CQ is empty whenever the end is not armed (disarm reaps everything,
+ * its cancel included, and arm drops any leftover first), or the fd would
+ * stay readable and the event loop spin. It also polls writable (POLLOUT)
+ * whenever its SQ has room, which means nothing here: loops wait for POLLIN.
+ * Kept apart from the thread's ring, no completion of one mode is mistaken
+ * for the other's, and an event loop thread's sleeps do not touch it.
+ * Arming does not sleep; the caller has announced itself on the wait line
+ * as for a wait (wake.h). This ring is driven through liburing
+ * (io_uring_submit(), io_uring_peek_cqe(), io_uring_cqe_seen()), whose
+ * barriers pair with the kernel's; there are no atomics of ours here.
  */
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <liburing.h>
@@ -24,7 +30,7 @@
 
 #include "uring_int.h"
 
-/* The ops' pollfd: make the eventfd and the poll ring once; returns the fd. */
+/* The ops' pollfd: make the poll ring once; returns its fd. */
 int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls)
 {
 	struct uring_waker *uw = to_uw(w);
@@ -32,32 +38,18 @@ int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls)
 	int r;
 
 	if (uw->pring)
-		return uw->efd;
+		return uw->pring->ring_fd;
 	uw->pring = up__calloc(1, sizeof(*uw->pring));
 	if (!uw->pring)
 		return -ENOMEM;
-	*syscalls += 3;
-	uw->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (uw->efd < 0) {
-		r = -errno;
-		goto err_free;
-	}
+	*syscalls += 1;
 	r = up__uw_ring_init(uw->pring, 0, -1, &features);
-	if (r < 0)
-		goto err_close;
-	r = io_uring_register_eventfd(uw->pring, uw->efd);
-	if (r < 0)
-		goto err_exit;
-	return uw->efd;
-
-err_exit:
-	io_uring_queue_exit(uw->pring);
-err_close:
-	close(uw->efd);
-err_free:
-	up__free(uw->pring);
-	uw->pring = NULL;
-	return r;
+	if (r < 0) {
+		up__free(uw->pring);
+		uw->pring = NULL;
+		return r;
+	}
+	return uw->pring->ring_fd;
 }
 
 /* Reap what the poll ring has; note whether a peer's pidfd fired. */
@@ -77,13 +69,12 @@ static void pring_reap(struct uring_waker *uw, int *peer)
 	}
 }
 
-/* The ops' disarm: cancel what is still armed, reap it, reset the fd.
- * Returns 1 when a peer's pidfd fired, 0, or -errno. */
+/* The ops' disarm: cancel what is still armed and reap it all, which leaves
+ * the fd unreadable. Returns 1 when a peer's pidfd fired, 0, or -errno. */
 int up__uw_disarm(struct up__waker *w, uint64_t *syscalls)
 {
 	struct uring_waker *uw = to_uw(w);
 	struct io_uring_sqe *sqe;
-	uint64_t junk;
 	int peer = 0, rounds;
 
 	if (!uw->parmed)
@@ -110,10 +101,9 @@ int up__uw_disarm(struct up__waker *w, uint64_t *syscalls)
 				pring_reap(uw, &peer);
 		}
 	}
-	/* Reset the fd; its count may include the cancel's completions. */
-	*syscalls += 1;
-	if (read(uw->efd, &junk, sizeof(junk)) < 0 && errno != EAGAIN)
-		return -errno;
+	/* The cancel's own CQE was posted when it was submitted; reap it
+	 * (and anything else left) so that the fd is not readable. */
+	pring_reap(uw, &peer);
 	return peer;
 }
 
@@ -124,14 +114,17 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 {
 	struct uring_waker *uw = to_uw(w);
 	struct io_uring_sqe *sqe;
-	uint64_t gen = ++uw->gen;
+	uint64_t gen = ++uw->pgen;
 	bool tick;
-	int i, r;
+	int i, r, stale = 0;
 
 	if (!uw->pring)
 		return -EINVAL;
 	if (uw->parmed)
 		up__uw_disarm(w, syscalls);
+	/* Nothing of an earlier arm may keep the fd readable. */
+	uw->pinflight = 0;
+	pring_reap(uw, &stale);
 	sqe = io_uring_get_sqe(uw->pring);
 	if (!sqe)
 		return -EBUSY;
@@ -179,5 +172,5 @@ void up__uw_pring_exit(struct uring_waker *uw)
 		return;
 	io_uring_queue_exit(uw->pring);
 	up__free(uw->pring);
-	close(uw->efd);
+	uw->pring = NULL;
 }

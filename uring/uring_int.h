@@ -6,9 +6,9 @@
  *
  * Layers, each calling only those below it (and core/):
  *   wake_uring.c  the waker: construction, probe and self-test, the ops
- *   poll_ring.c   poll mode: the eventfd-backed second ring
+ *   poll_ring.c   poll mode: an end's own ring, whose fd is the pollfd
  *   sq_anchor.c   the process's one SQPOLL thread
- *   uring_io.c    the waker's own ring: setup, SQ publish, enter, CQ reap,
+ *   uring_io.c    a thread's ring: setup, SQ publish, enter, CQ reap,
  *                 cancel
  * uring_api.c (include/uringpipe/uring.h) uses only the SQE layout.
  */
@@ -86,24 +86,45 @@ enum uw_kind {
 #define UW_TAG(gen, kind) (((uint64_t)(gen) << 8) | (uint64_t)(kind))
 #define UW_PENDING 2 /* "no result yet"; real results are 0, 1 (peer) or -errno */
 
-struct uring_waker {
-	struct up__waker base; /* first: core/ only sees this */
+/*
+ * A ring that sleeps and wakes: one per thread and flavour (plain, SQPOLL),
+ * made at the thread's first wait or wake that needs it and freed by a
+ * pthread key destructor at its exit (wake_uring.c, tring_get()). Only its
+ * own thread touches it, one call at a time: @busy is set for the length of
+ * a wait or a wake, and a call that finds it set (a signal handler that
+ * calls into the library while the thread sleeps or wakes) goes to
+ * futex(2) instead.
+ */
+struct uw_ring {
 	struct io_uring ring;
-	/* Poll mode (poll_ring.c): a second ring, NULL until up_pollfd, whose
-	 * completions make the eventfd efd readable. */
-	struct io_uring *pring;
-	int efd;
-	unsigned pinflight; /* armed requests whose CQE is still to come */
-	int parmed;         /* pring has a wait armed (up__uw_arm) */
-	uint64_t gen;       /* generation of the latest wait or arm */
-	int sqpoll;         /* ring has an SQ thread (IORING_SETUP_SQPOLL) */
-	pid_t owner;        /* process that created the ring (see uw_destroy) */
-	int wake_err;       /* first failed FUTEX_WAKE CQE not yet reported */
+	uint64_t gen;  /* generation of the latest wait */
+	int sqpoll;    /* ring has an SQ thread (IORING_SETUP_SQPOLL) */
+	int wake_err;  /* first failed FUTEX_WAKE CQE not yet reported */
 	/* Ring unusable (an error we cannot recover from, such as its fd
 	 * closed under us): wait and wake through up__futex_wait/wake() for
 	 * good. Same shared futex, so the peer does not notice; pidfds are
 	 * then covered by the caller's timeout only. */
 	int broken;
+	int busy;      /* in a wait or a wake; see [u-reenter] */
+	pid_t owner;   /* process that made it (see uw_destroy()) */
+	struct uw_ring *next, *prev; /* the process's rings (wake_uring.c) */
+};
+
+/*
+ * The per-endpoint waker: no ring of its own for waiting and waking (it
+ * uses the calling thread's uw_ring), and a poll ring only once
+ * up_pollfd() is asked for (poll_ring.c).
+ */
+struct uring_waker {
+	struct up__waker base; /* first: core/ only sees this */
+	int sqpoll;            /* the thread ring flavour to use */
+	/* Poll mode (poll_ring.c): a ring of the end's own, NULL until
+	 * up_pollfd; its fd is what up_pollfd() returns (readable while a
+	 * CQE waits). */
+	struct io_uring *pring;
+	unsigned pinflight; /* armed requests whose CQE is still to come */
+	int parmed;         /* pring has a wait armed (up__uw_arm) */
+	uint64_t pgen;      /* generation of the latest arm */
 };
 
 static inline struct uring_waker *to_uw(struct up__waker *w)
@@ -119,18 +140,18 @@ static inline void uw_prep_futex(struct io_uring_sqe *sqe, uint8_t op,
 	sqe->user_data = tag;
 }
 
-/* uring_io.c: the waker's own ring. */
+/* uring_io.c: a thread's ring. */
 int up__uw_ring_init(struct io_uring *ring, int sqpoll, int attach_fd, __u32 *features);
-unsigned up__uw_sq_publish(struct uring_waker *uw);
-bool up__uw_sq_needs_wakeup(struct uring_waker *uw);
-int up__uw_enter(struct uring_waker *uw, unsigned to_submit, unsigned min_complete,
+unsigned up__uw_sq_publish(struct uw_ring *uw);
+bool up__uw_sq_needs_wakeup(struct uw_ring *uw);
+int up__uw_enter(struct uw_ring *uw, unsigned to_submit, unsigned min_complete,
 		 unsigned flags, const struct __kernel_timespec *ts, uint64_t *syscalls);
-struct io_uring_sqe *up__uw_sqe_get(struct uring_waker *uw, uint64_t *syscalls);
+struct io_uring_sqe *up__uw_sqe_get(struct uw_ring *uw, uint64_t *syscalls);
 unsigned up__uw_cq_peek(struct io_uring_cq *cq, unsigned *head);
 void up__uw_cq_advance(struct io_uring_cq *cq, unsigned head);
-unsigned up__uw_cq_reap(struct uring_waker *uw, uint64_t gen, unsigned *inflight,
+unsigned up__uw_cq_reap(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 			int *result);
-void up__uw_cancel(struct uring_waker *uw, uint64_t gen, unsigned *inflight,
+void up__uw_cancel(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 		   int *result, uint64_t *syscalls);
 
 /* poll_ring.c: poll mode (the ops' pollfd/arm/disarm). */

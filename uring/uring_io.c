@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * uring_io.c - the waker's own ring: setup, publishing SQEs, io_uring_enter,
+ * uring_io.c - a thread's ring (struct uw_ring): setup, publishing SQEs, io_uring_enter,
  * reaping CQEs, cancelling what a wait left armed.
  *
  * We publish SQEs and enter the kernel ourselves (up__uw_sq_publish(),
@@ -64,7 +64,7 @@ int up__uw_ring_init(struct io_uring *ring, int sqpoll, int attach_fd, __u32 *fe
  * Hand every SQE we filled to the kernel by moving the SQ tail. Returns the
  * number the kernel has not consumed yet (what a non-SQPOLL enter submits).
  */
-unsigned up__uw_sq_publish(struct uring_waker *uw)
+unsigned up__uw_sq_publish(struct uw_ring *uw)
 {
 	struct io_uring_sq *sq = &uw->ring.sq;
 	unsigned tail = sq->sqe_tail;
@@ -95,7 +95,7 @@ unsigned up__uw_sq_publish(struct uring_waker *uw)
  * IORING_ENTER_SQ_WAKEUP to be seen. Either the thread sees our new tail
  * before it sleeps, or we see its NEED_WAKEUP flag; never neither.
  */
-bool up__uw_sq_needs_wakeup(struct uring_waker *uw)
+bool up__uw_sq_needs_wakeup(struct uw_ring *uw)
 {
 	/* [u-sq-wakeup] mb: orders our store of the SQ tail (in
 	 * up__uw_sq_publish()) before the load of the SQ flags; pairs with the
@@ -114,7 +114,7 @@ bool up__uw_sq_needs_wakeup(struct uring_waker *uw)
  * (to_submit is ignored by the kernel except as the return value, so we pass
  * 0 and keep wait errors visible) and we only add SQ_WAKEUP when it sleeps.
  */
-int up__uw_enter(struct uring_waker *uw, unsigned to_submit, unsigned min_complete,
+int up__uw_enter(struct uw_ring *uw, unsigned to_submit, unsigned min_complete,
 		 unsigned flags, const struct __kernel_timespec *ts, uint64_t *syscalls)
 {
 	struct io_uring_getevents_arg arg;
@@ -140,7 +140,7 @@ int up__uw_enter(struct uring_waker *uw, unsigned to_submit, unsigned min_comple
 
 /* An SQE, making room if the SQ is full (only possible with SQPOLL, or after
  * a failed enter). NULL if the kernel will not take any. */
-struct io_uring_sqe *up__uw_sqe_get(struct uring_waker *uw, uint64_t *syscalls)
+struct io_uring_sqe *up__uw_sqe_get(struct uw_ring *uw, uint64_t *syscalls)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&uw->ring);
 	unsigned pending;
@@ -184,7 +184,7 @@ void up__uw_cq_advance(struct io_uring_cq *cq, unsigned head)
  * Anything else is stale by construction (each wait reaps its own before
  * returning) and dropped. Returns how many CQEs were consumed.
  */
-unsigned up__uw_cq_reap(struct uring_waker *uw, uint64_t gen, unsigned *inflight,
+unsigned up__uw_cq_reap(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 			int *result)
 {
 	struct io_uring_cq *cq = &uw->ring.cq;
@@ -233,7 +233,7 @@ unsigned up__uw_cq_reap(struct uring_waker *uw, uint64_t gen, unsigned *inflight
  * CQEs, so no completion outlives the wait that armed it. Every armed request
  * posts exactly one CQE (completed or -ECANCELED) and the cancel posts one.
  */
-void up__uw_cancel(struct uring_waker *uw, uint64_t gen, unsigned *inflight,
+void up__uw_cancel(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 		   int *result, uint64_t *syscalls)
 {
 	/* 100 ms per round and a bounded number of fruitless rounds: a cancel
@@ -248,8 +248,9 @@ void up__uw_cancel(struct uring_waker *uw, uint64_t gen, unsigned *inflight,
 		uw->broken = 1;
 		return;
 	}
-	/* ANY|ALL: the ring is private to this waker and the only other
-	 * requests ever in it are FUTEX_WAKEs, which are never pending. */
+	/* ANY|ALL: the ring is private to this thread, used by one call at a
+	 * time (uw_ring.busy), and the only other requests ever in it are
+	 * FUTEX_WAKEs, which are never pending. */
 	io_uring_prep_cancel64(sqe, 0,
 			       IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
 	sqe->user_data = UW_TAG(gen, UW_CANCEL);

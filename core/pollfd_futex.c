@@ -301,6 +301,15 @@ static int spawn(void *(*fn)(void *), void *arg, const char *name)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	r = pthread_create(&t, &attr, fn, arg);
+	/* glibc carves the host's static TLS out of a new thread's stack: a
+	 * program with large _Thread_local data gets EINVAL for a small one.
+	 * The default size is the host's own choice for its threads. */
+	if (r == EINVAL) {
+		pthread_attr_destroy(&attr);
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		r = pthread_create(&t, &attr, fn, arg);
+	}
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r == 0)

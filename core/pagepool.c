@@ -279,69 +279,80 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 /*
- * Which data pages hold memory: @res[i] is 1 when any of page i is resident
- * in the memfd (mincore() over this process's mapping, which sees the
- * file's pages whoever faulted them). Returns how many are, or -errno. One
- * system call per 64 Ki base pages.
+ * Which of @n pipe pages from @first hold memory: res[i] is 1 when any of
+ * page first + i is resident in the memfd (mincore() over this process's
+ * mapping sees the file's pages, whoever faulted them). 0 or -errno.
  */
-long up__pages_resident(struct up_pipe *p, uint8_t *res, uint64_t *syscalls)
+static int pages_resident(struct up_pipe *p, uint32_t first, uint32_t n, uint8_t *res,
+			  uint64_t *syscalls)
 {
 	unsigned char vec[4096];
 	const size_t sys = (size_t)sysconf(_SC_PAGESIZE);
 	const size_t per = p->g.page_size / sys; /* base pages per pipe page, >= 1 */
-	const size_t total = (size_t)p->g.page_count * per;
+	const size_t total = (size_t)n * per;
+	unsigned char *base = p->pages + (size_t)first * p->g.page_size;
 	size_t at = 0, i;
-	long n = 0;
 
-	memset(res, 0, p->g.page_count);
+	memset(res, 0, n);
 	while (at < total) {
 		size_t k = total - at < sizeof(vec) ? total - at : sizeof(vec);
 
 		*syscalls += 1;
-		if (mincore(p->pages + at * sys, k * sys, vec) < 0)
+		if (mincore(base + at * sys, k * sys, vec) < 0)
 			return -errno;
 		for (i = 0; i < k; i++)
 			if (vec[i] & 1)
 				res[(at + i) / per] = 1;
 		at += k;
 	}
-	for (i = 0; i < p->g.page_count; i++)
-		n += res[i];
-	return n;
+	return 0;
 }
 
 /*
  * Give the memory of @n pages back to the kernel by punching holes in the
  * memfd (the seals forbid shrinking, not punching). The caller has taken the
  * pages out of the pool, so no writer can be filling one meanwhile, and
- * holds no lock: this is the slow part. With @res (up__pages_resident()),
- * pages that hold no memory are left alone. Neighbouring pages are punched
- * as one range. A punched page reads back as zeroes and costs a page fault
- * when a writer next fills it. Returns the pages punched, or -errno.
+ * holds no lock: this is the slow part. Neighbouring pages are asked
+ * together whether they hold memory (mincore()), and those that do are
+ * punched as one range, so a page already given back costs no punch. A
+ * punched page reads back as zeroes and costs a page fault when a writer
+ * next fills it. @n is at most UP_END_CACHE_MAX. Returns the pages punched,
+ * or -errno.
  */
-long up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, const uint8_t *res,
-		     uint64_t *syscalls)
+long up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, uint64_t *syscalls)
 {
 	const uint64_t ps = p->g.page_size;
-	uint32_t i = 0;
+	uint8_t res[UP_END_CACHE_MAX];
+	uint32_t i = 0, j, k;
 	long done = 0;
+	int r;
 
+	if (n > UP_END_CACHE_MAX)
+		return -EINVAL;
 	qsort(pages, n, sizeof(pages[0]), cmp_u32);
 	while (i < n) {
-		uint32_t j = i + 1;
+		for (j = i + 1; j < n && pages[j] == pages[j - 1] + 1; j++)
+			;
+		r = pages_resident(p, pages[i], j - i, res, syscalls);
+		if (r < 0)
+			return r;
+		for (k = 0; k < j - i;) {
+			uint32_t e = k;
 
-		if (res && !res[pages[i]]) {
-			i++;
-			continue;
+			if (!res[k]) {
+				k++;
+				continue;
+			}
+			while (e < j - i && res[e])
+				e++;
+			*syscalls += 1;
+			if (fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				      (off_t)(p->g.off.pages + (pages[i] + k) * ps),
+				      (off_t)((e - k) * ps)) < 0)
+				return -errno;
+			done += e - k;
+			k = e;
 		}
-		while (j < n && pages[j] == pages[j - 1] + 1 && (!res || res[pages[j]]))
-			j++;
-		*syscalls += 1;
-		if (fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			      (off_t)(p->g.off.pages + pages[i] * ps),
-			      (off_t)((j - i) * ps)) < 0)
-			return -errno;
-		done += j - i;
 		i = j;
 	}
 	return done;

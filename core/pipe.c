@@ -165,6 +165,11 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 	e->flags = flags;
 	e->spin_ns = UP_SPIN_INIT_NS;
 	e->timeout_ns = UP_NO_TIMEOUT;
+	/* The trim counts the traffic from here (reclaim.c). relaxed: a
+	 * measure, not an ordering. */
+	e->trim_get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
+	/* relaxed: as above. */
+	e->trim_put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
 	e->take_batch = (p->g.page_count - p->g.spare_pages) / 16;
 	if (e->take_batch > 16)
 		e->take_batch = 16;
@@ -240,6 +245,7 @@ static void counters_add(struct up__counters *dst, const struct up__counters *sr
 	up__count(&dst->syscalls, atomic_load_explicit(&src->syscalls, memory_order_relaxed));
 	up__count(&dst->revokes, atomic_load_explicit(&src->revokes, memory_order_relaxed));
 	up__count(&dst->timeouts, atomic_load_explicit(&src->timeouts, memory_order_relaxed));
+	up__count(&dst->trims, atomic_load_explicit(&src->trims, memory_order_relaxed));
 }
 
 int up_close(struct up_end *e)

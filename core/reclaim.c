@@ -48,10 +48,12 @@ int up__pages_return(struct up_end *e, uint32_t *pages, uint32_t n, bool nonbloc
  * trim_ms later, gives them back: pages stay while the occupancy stays high
  * and go within two looks of it falling.
  *
- * mincore() tells which pages hold memory; if no more than the need do, the
- * look ends there. Otherwise the free pages beyond the need are taken from
- * the head of the pool with the writers' CAS (the oldest free pages, so the
- * ones kept are those the stream used last), those holding memory are
+ * A free page can hold memory only if it came back to the pool (put moved)
+ * since the last look that gave back all it could, so a look finds nothing
+ * to do until more than a few have: its cost follows the traffic, not the
+ * capacity. Otherwise the free pages beyond the need are taken from the head
+ * of the pool with the writers' CAS (the oldest free pages, so the ones kept
+ * are those the stream used last), those mincore() says hold memory are
  * punched with no lock held, and all go back at the pool's tail under the
  * readers' lock: a writer that needs one later faults it in. A look whose
  * return finds the readers' lock busy (a peek held, another reader) keeps the
@@ -75,9 +77,7 @@ void up__pool_trim(struct up_end *rd)
 {
 	struct up_pipe *p = rd->p;
 	uint64_t now, sc = 0;
-	uint32_t get, put, used, need, free_pages, want;
-	uint8_t *res;
-	long resident;
+	uint32_t get, put, used, back, need, free_pages, want;
 	int n;
 
 	if (p->g.keep_pages >= p->g.page_count)
@@ -88,18 +88,18 @@ void up__pool_trim(struct up_end *rd)
 	rd->trim_at = now;
 	if (!trim_give_back(rd))
 		return;
-	/* relaxed: a measure of demand, not an ordering. */
+	/* relaxed: measures of the traffic, not orderings. */
 	get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
 	/* relaxed: as above. */
 	put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
 	used = get - rd->trim_get;
 	rd->trim_get = get;
-	/* Nothing taken or given back since a look that left nothing for
-	 * later: the pages that hold memory are the ones it left. (Pages
-	 * the ring still held then come back through put.) */
-	if (used == 0 && put == rd->trim_put && !rd->trim_due)
+	/* Free pages hold memory only if they came back to the pool since
+	 * the last look that gave back all it could (or were kept by it):
+	 * until a few have, there is nothing to look for. */
+	back = put - rd->trim_put;
+	if (back <= UP_TRIM_MIN_PAGES && !rd->trim_due)
 		return;
-	rd->trim_put = put;
 	free_pages = up__pool_free(p);
 	need = p->g.keep_pages;
 	if ((uint64_t)used * UP_TRIM_ROUNDS > free_pages)
@@ -109,16 +109,10 @@ void up__pool_trim(struct up_end *rd)
 	/* A later look may give back more, once the demand has fallen: a
 	 * poll-mode end then ticks to come back (poll.c). */
 	rd->trim_due = need > p->g.keep_pages && free_pages > p->g.keep_pages + UP_TRIM_MIN_PAGES;
+	rd->trim_put = put;
 	if (free_pages <= need + UP_TRIM_MIN_PAGES)
 		return;
-	res = up__calloc(p->g.page_count, 1);
-	if (!res)
-		return;
-	resident = up__pages_resident(p, res, &sc);
-	/* Pages not free may hold memory too; count only what free ones
-	 * could. */
-	if (resident < 0 || (uint64_t)resident <= need + (p->g.page_count - free_pages))
-		goto out;
+	up__count(&rd->c.trims, 1);
 	want = free_pages - need;
 	while (want) {
 		uint32_t k = want < UP_END_CACHE_MAX ? want : UP_END_CACHE_MAX;
@@ -129,7 +123,7 @@ void up__pool_trim(struct up_end *rd)
 		if (n <= 0)
 			break;
 		rd->ncache = (uint32_t)n;
-		r = up__pages_punch(p, rd->cache, (uint32_t)n, res, &sc);
+		r = up__pages_punch(p, rd->cache, (uint32_t)n, &sc);
 		if (!trim_give_back(rd) || r < 0)
 			break; /* kept for the next look; or no hole punching here */
 		want -= (uint32_t)n;
@@ -137,10 +131,9 @@ void up__pool_trim(struct up_end *rd)
 	/* The pages this look took and gave back are not traffic. relaxed: as
 	 * above. */
 	rd->trim_get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
+	/* relaxed: as above. */
 	rd->trim_put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
-out:
 	rd->trim_due |= rd->ncache != 0;
-	up__free(res);
 	up__count(&rd->c.syscalls, sc);
 }
 

@@ -62,6 +62,7 @@ struct up__counters {
 	_Atomic uint64_t waits, wakes, syscalls;
 	_Atomic uint64_t revokes; /* writer: biases of another end taken back */
 	_Atomic uint64_t timeouts; /* sleeps that ended with their slice, unwoken */
+	_Atomic uint64_t trims;    /* reader: trim looks that went through the pool */
 };
 
 static inline void up__count(_Atomic uint64_t *c, uint64_t n)
@@ -269,9 +270,7 @@ static inline uint32_t up__lock_id(uint32_t state, uint32_t idx)
 	return (state & ~UP_END_ROLE_MASK & ~UP_LOCK_WAITERS) | (idx + 1);
 }
 uint32_t up__pool_free(struct up_pipe *p);
-long up__pages_resident(struct up_pipe *p, uint8_t *res, uint64_t *syscalls);
-long up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, const uint8_t *res,
-		     uint64_t *syscalls);
+long up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, uint64_t *syscalls);
 void up__pool_init(struct up_pipe *p);
 
 /* peer.c: the endpoint table and dead-peer detection. */

@@ -9,7 +9,9 @@
  *    blocking, a non-blocking and a poll-mode reader; every byte arrives;
  *  - poll_idle: after a burst, a poll-mode reader that only waits on its
  *    pollfd (no trickle, no call of its own) still gets the pages given
- *    back, with the writer in this process or in a child.
+ *    back, with the writer in this process or in a child;
+ *  - idle_looks_stop: once that is done, a reader's looks stop before the
+ *    pool, so an idle pipe costs no work however often its reader retries.
  *
  * Residency is mincore() over the segment's mapping: the memfd's pages, who
  * ever faulted them. The waits for a trim poll that figure against a
@@ -279,6 +281,62 @@ static void poll_idle_peer(void)
 	close(hold[1]);
 }
 
+/*
+ * Once an idle pipe's memory is back, a reader that keeps looking (a
+ * non-blocking one that retries) finds nothing to do: its looks stop before
+ * the pool, whatever the capacity. Each look that goes through the pool is
+ * counted (up_end's trims); a second of retries after the trim may add at
+ * most the one look that sees the last pages come home.
+ */
+static void idle_looks_stop(void)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	static char chunk[1 << 16];
+	uint64_t sent, t0, looks;
+	size_t bound;
+	ssize_t n;
+
+	up_config_init(&cfg);
+	cfg.capacity = 64 * MIB;
+	cfg.trim_ms = 10;
+	bound = cfg.capacity / 4;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &r));
+	CHECK_OK(up_open(p, UP_WR | UP_NONBLOCK, &w));
+	/* Fill and drain the whole pipe a few times: every page held memory. */
+	for (sent = 0; sent < 4 * cfg.capacity;) {
+		while ((n = up_write(w, chunk, sizeof(chunk))) > 0)
+			sent += (uint64_t)n;
+		CHECK_EQ(n, -EAGAIN);
+		while ((n = up_read(r, chunk, sizeof(chunk))) > 0)
+			;
+		CHECK_EQ(n, -EAGAIN);
+	}
+	CHECK(data_resident(p) > bound);
+	t0 = now_ms();
+	while (data_resident(p) > bound) {
+		CHECK(now_ms() - t0 < 5000);
+		CHECK_EQ(up_read(r, chunk, sizeof(chunk)), -EAGAIN);
+		usleep(1000); /* a program that retries now and then */
+	}
+	looks = atomic_load(&r->c.trims);
+	t0 = now_ms();
+	while (now_ms() - t0 < 1000) {
+		CHECK_EQ(up_read(r, chunk, sizeof(chunk)), -EAGAIN);
+		usleep(1000); /* as above: about 100 looks' worth of retries */
+	}
+	printf("# trim looks through the pool: %llu to give the memory back, %llu in the "
+	       "idle second after\n", (unsigned long long)looks,
+	       (unsigned long long)(atomic_load(&r->c.trims) - looks));
+	CHECK(looks >= 1);
+	CHECK(atomic_load(&r->c.trims) - looks <= 1);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -289,5 +347,6 @@ int main(int argc, char **argv)
 	RUN(trickle_poll);
 	RUN(poll_idle);
 	RUN(poll_idle_peer);
+	RUN(idle_looks_stop);
 	return 0;
 }

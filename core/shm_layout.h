@@ -67,7 +67,7 @@
 
 #define UP_MIN_PAGE_SIZE  4096u
 #define UP_MAX_PAGE_SIZE  (1u << 20)
-#define UP_MAX_CAPACITY   ((size_t)1 << 30)
+#define UP_MAX_CAPACITY   ((uint64_t)UP_MIN_PAGE_SIZE << 31) /* slot_count <= 2^31: 8 TiB */
 #define UP_MIN_PAGES      2u
 
 struct up_shm_hdr {

@@ -99,7 +99,10 @@ UP_API void up_config_init(struct up_config *cfg);
  * up_pipe_create - lay out a new pipe in a fresh sealed memfd.
  * @cfg may be NULL for the defaults. The capacity is rounded up to whole
  * pages; page_size must be a power of two between 4 KiB and 1 MiB; capacity
- * at most 1 GiB and at least two pages.
+ * at most 8 TiB (2^31 pages of 4 KiB) and at least two pages. Data pages
+ * hold memory only once written; the metadata (24 to 44 bytes per page) is
+ * faulted in here, so a pipe far beyond the machine's memory fails or
+ * invites the OOM killer at creation.
  * Returns 0 and *out, or -EINVAL (bad config, unknown flag, impossible NUMA
  * node), -ENOMEM, -EMFILE, or another -errno from memfd_create/mmap.
  * Any thread; enters the kernel (memfd_create, ftruncate, mmap, fcntl).

@@ -160,7 +160,7 @@ static void tw_size_small(struct up_config *c)
 	c->size = (uint32_t)(offsetof(struct up_config, numa_node) + sizeof(c->numa_node) - 1);
 }
 static void tw_size_4(struct up_config *c) { c->size = 4; }
-static void tw_cap_huge(struct up_config *c) { c->capacity = ((size_t)1 << 30) + 1; }
+static void tw_cap_huge(struct up_config *c) { c->capacity = ((size_t)1 << 43) + 1; }
 static void tw_cap_max(struct up_config *c) { c->capacity = SIZE_MAX; }
 static void tw_numa_bad(struct up_config *c) { c->numa_node = 100000; }
 

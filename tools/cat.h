@@ -85,6 +85,9 @@ struct cat_pump {
 	/* Relaxed counters: read by the progress loop for display only. */
 	_Atomic uint64_t in_bytes, out_bytes;
 	int input_errors;  /* reader thread only, read after join */
+	/* Reader thread only: the pipe's page size, and the bytes of the last
+	 * page it published, 0 when that page is full (cat_pump.c, pump_want()). */
+	size_t page_size, last_fill;
 	bool peer_gone;    /* reader thread only (CAT_TO): every reader left, -EPIPE */
 	double first_out;  /* writer thread only: cat_mono() after the first byte
 			    * reached stdout, 0 before */

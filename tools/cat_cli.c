@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "uringpipe.h"
 
@@ -22,6 +23,10 @@
 
 #define CAT_DEFAULT_CAPACITY (8 * MiB)
 #define CAT_DEFAULT_PAGE (64 * KiB)
+/* The library's bound, which up_pipe_create() enforces (-EINVAL): 2^31 pages
+ * of 4 KiB, what the ring's 32-bit slot indices allow at every page size.
+ * On top of it, -B is held to the machine's memory (machine_memory()). */
+#define CAT_MAX_CAPACITY (8 * TiB)
 
 static void usage(FILE *f)
 {
@@ -36,7 +41,13 @@ static void usage(FILE *f)
 "With --to the pipe is served at NAME instead, for --from in another\n"
 "process to read, as a FIFO is between `cat FILE > FIFO` and `cat FIFO`.\n"
 "\n"
-"  -B, --buffer SIZE     pipe capacity (default 8M; 8K .. 1G)\n"
+"  -B, --buffer SIZE     pipe capacity (default 8M; 8K .. this machine's memory,\n"
+"                        8T at most). Memory is taken as pages are first\n"
+"                        written, not up front, and given back as the traffic\n"
+"                        falls: about what is buffered, plus what the stream\n"
+"                        goes round in 0.2 s; an idle pipe keeps SIZE/8 at\n"
+"                        most. 24 to 44 bytes per page are resident from the\n"
+"                        start\n"
 "      --page-size SIZE  bytes per pipe page (default 64K; power of two,\n"
 "                        4K .. 1M)\n"
 "      --node N          place the pipe on NUMA node N (default: local)\n"
@@ -140,6 +151,17 @@ static int wait_arg(const char *arg)
 	return (int)ceil(v * 1000.0);
 }
 
+/* Physical memory in bytes, as mbuffer -m and sort -S measure it; 0 when
+ * unknown (then only the library's bound applies). */
+static uint64_t machine_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), ps = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || ps <= 0)
+		return 0;
+	return (uint64_t)pages * (uint64_t)ps;
+}
+
 static void print_version(void)
 {
 	struct up_pipe *p = NULL;
@@ -182,7 +204,7 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 		{NULL, 0, NULL, 0},
 	};
 	const char *pipe_opt = NULL, *mode_opt = NULL, *wait_opt = NULL;
-	uint64_t v;
+	uint64_t v, mem;
 	int c;
 
 	memset(o, 0, sizeof(*o));
@@ -196,7 +218,14 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 		switch (c) {
 		case 'B':
 			pipe_opt = "-B/--buffer";
-			o->capacity = size_arg("--buffer", optarg, 8 * KiB, GiB);
+			o->capacity = size_arg("--buffer", optarg, 8 * KiB, CAT_MAX_CAPACITY);
+			mem = machine_memory();
+			if (mem && o->capacity > mem) {
+				char h[32];
+
+				bad_usage("--buffer: '%s' is more than this machine's memory (%s)",
+					  optarg, cat_human((double)mem, h, sizeof(h)));
+			}
 			break;
 		case O_PAGE:
 			pipe_opt = "--page-size";

@@ -99,11 +99,15 @@ static ssize_t uring_rw(struct cat_io *io, bool wr, int fd, const struct iovec *
 		else
 			io_uring_prep_readv(sqe, fd, iov, (unsigned)cnt, (__u64)-1);
 		r = io_uring_submit_and_wait(&io->ring, 1);
-		while (r == -EINTR)
-			r = io_uring_wait_cqe(&io->ring, &cqe);
-		if (r < 0)
+		if (r < 0 && r != -EINTR)
 			return r;
-		r = io_uring_peek_cqe(&io->ring, &cqe);
+		/* A wait that a signal cut short (a stop and continue, as with
+		 * Ctrl-Z and fg, or a ptrace attach) still returns the count
+		 * submitted, with no completion yet: wait for it here, or the
+		 * empty queue's -EAGAIN would end the input midway. */
+		do
+			r = io_uring_wait_cqe(&io->ring, &cqe);
+		while (r == -EINTR);
 		if (r < 0)
 			return r;
 		res = cqe->res;

@@ -68,6 +68,27 @@ static void write_end_gone(struct cat_pump *pm)
 		pm->peer_gone = true;
 }
 
+/*
+ * How much to reserve for the next read. A read from a kernel pipe or a
+ * socket returns what is there (64 KiB at most from a pipe), often less than
+ * a page: committed on its own it would be a slot of its own, and a ring of
+ * 1 MiB pages would hold 64 KiB per slot, a sixteenth of its capacity. So
+ * while the last page published has room (pm->last_fill bytes of it used),
+ * the next read goes into that room: a reservation smaller than a page goes
+ * at the end of the last page (up_reserve(3)), and the lone writer's always
+ * does. A full page (last_fill 0) takes @chunk, whole pages.
+ *
+ * The merge reservation holds the writers' lock until its commit, across a
+ * read that may block. Only another writer would wait for it, and the pump
+ * is its pipe's only writer: the plain copy's pipe is private, and
+ * uringpipe-cat --from opens reader ends only. A program that opens a
+ * writer end on a --to pipe shares the lock with a reader of slow input.
+ */
+static size_t pump_want(const struct cat_pump *pm, size_t chunk)
+{
+	return pm->last_fill ? pm->page_size - pm->last_fill : chunk;
+}
+
 /* Copy one input into the pipe. Returns false when the output side is gone
  * (or the pipe broke): then no further input is worth opening. */
 static bool pump_file(struct cat_pump *pm, struct cat_io *io, int fd, const char *name)
@@ -77,7 +98,7 @@ static bool pump_file(struct cat_pump *pm, struct cat_io *io, int fd, const char
 	for (;;) {
 		struct iovec iov[CAT_IOV];
 		int cnt = CAT_IOV;
-		ssize_t n = up_reserve(pm->wr, chunk, iov, &cnt);
+		ssize_t n = up_reserve(pm->wr, pump_want(pm, chunk), iov, &cnt);
 		ssize_t r;
 		int c;
 
@@ -107,6 +128,11 @@ static bool pump_file(struct cat_pump *pm, struct cat_io *io, int fd, const char
 			set_pipe_err(pm, c, "up_commit");
 			return false;
 		}
+		/* A merge reservation started at last_fill and ends at most at
+		 * the page's end; one of whole pages started at a page's start.
+		 * Should another writer have published meanwhile, last_fill is
+		 * wrong and the next read merely fills less than a page. */
+		pm->last_fill = (pm->last_fill + (size_t)r) & (pm->page_size - 1);
 		atomic_fetch_add_explicit(&pm->in_bytes, (uint64_t)r, memory_order_relaxed);
 	}
 }
@@ -124,6 +150,8 @@ static void *reader_thread(void *arg)
 		set_pipe_err(pm, -ENOMEM, "cat_io_open");
 		goto out;
 	}
+	pm->page_size = up_page_size(up_end_pipe(pm->wr));
+	pm->last_fill = 0; /* the new ring's last slot looks full (no merge into it) */
 	if (pm->side == CAT_TO) /* no writer thread to say it */
 		snprintf(pm->io_name, sizeof(pm->io_name), "%s", cat_io_name(io));
 	for (int i = 0; i < nfiles; i++) {

@@ -46,7 +46,11 @@ done
 bad "-s overflow" "too large" -s 99999999999999999999
 bad "-s 16777216T" "too large" -s 16777216T
 bad "-B too small" "out of range" -B 4K
-bad "-B too large" "out of range" -B 2G
+bad "-B too large" "out of range (8 KiB .. 8 TiB)" -B 9T
+# Over the machine's memory (MemTotal is what sysconf's _SC_PHYS_PAGES
+# counts): by 1 MiB, so that no rounding can let it pass.
+mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
+bad "-B over the machine's memory" "is more than this machine's memory" -B "$((mem_kb + 1024))K"
 bad "-B bad" "is not a size" -B lots
 bad "--buffer=bad" "is not a size" --buffer=1Q
 bad "--page-size not 2^n" "not a power of two" --page-size 12K

@@ -216,11 +216,12 @@ int up__shm_create(const struct up_config *cfg, struct up_pipe **out)
 	if (r < 0)
 		goto err_unmap;
 
-	/* Fault the metadata in now, on the bound node. The data pages are
-	 * not: each is faulted in by the first write into it and punched
-	 * again when the traffic no longer needs it (reclaim.c), so a pipe
-	 * holds what its stream uses, not its capacity. */
-	madvise(p->base, o.pages, MADV_POPULATE_WRITE);
+	/* Nothing is faulted in here: the binding above is the file's, so
+	 * every page lands on the node at its first touch, by any process.
+	 * The initialisation below touches the header, the lines and the pool
+	 * array; a data page is faulted in by the first write into it and
+	 * punched again when the traffic no longer needs it (reclaim.c), so a
+	 * pipe holds what its stream uses, not its capacity. */
 	p->fd = fd;
 	p->live_gen = up__live_gen(); /* memfd_create() made a new description */
 	geom_from_hdr(&p->g, &h, &o);

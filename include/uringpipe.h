@@ -100,9 +100,10 @@ UP_API void up_config_init(struct up_config *cfg);
  * @cfg may be NULL for the defaults. The capacity is rounded up to whole
  * pages; page_size must be a power of two between 4 KiB and 1 MiB; capacity
  * at most 8 TiB (2^31 pages of 4 KiB) and at least two pages. Data pages
- * hold memory only once written; the metadata (24 to 44 bytes per page) is
- * faulted in here, so a pipe far beyond the machine's memory fails or
- * invites the OOM killer at creation.
+ * hold memory only once written, and the metadata (24 to 44 bytes per
+ * page) as it is used, but the pool's index (4 bytes per page) is written
+ * here: a pipe far beyond the machine's memory fails or invites the OOM
+ * killer at creation.
  * Returns 0 and *out, or -EINVAL (bad config, unknown flag, impossible NUMA
  * node), -ENOMEM, -EMFILE, or another -errno from memfd_create/mmap.
  * Any thread; enters the kernel (memfd_create, ftruncate, mmap, fcntl).

@@ -21,10 +21,10 @@
 
 /*
  * Every page of the segment (header, lines, ring, pool, data) on @node?
- * Data pages are faulted in by their first write, so they are written here
- * first (they are all free: nothing was written through the pipe), as a
- * writer would; the segment's memory policy is the file's, so where they
- * land does not depend on who touches them.
+ * Pages are faulted in by their first touch, so each is read here first (a
+ * read fault of a shared memfd page allocates it); the segment's memory
+ * policy is the file's, so where they land does not depend on who touches
+ * them, or how.
  */
 static void check_all_pages_on(struct up_pipe *p, int node)
 {
@@ -33,7 +33,8 @@ static void check_all_pages_on(struct up_pipe *p, int node)
 	int *status = calloc(n, sizeof(*status));
 
 	CHECK(addrs && status);
-	memset(p->pages, 0, (size_t)p->g.page_count * p->g.page_size);
+	for (i = 0; i < n; i++)
+		(void)*(volatile unsigned char *)(p->base + i * sys);
 	for (i = 0; i < n; i++)
 		addrs[i] = p->base + i * sys;
 	CHECK_SYS(move_pages(0, (unsigned long)n, addrs, NULL, status, 0));

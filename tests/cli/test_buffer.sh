@@ -70,7 +70,7 @@ else
 fi
 # Everything but what the kernel pipes hold (64 KiB each) is in the pipe's
 # pages now, so the resident set is at least that; it must not be near the
-# capacity. On top: the ring's bookkeeping, resident from the start (at
+# capacity. On top: the ring's bookkeeping, at most all of it resident (at
 # most 44 bytes per 64 KiB page, under a thousandth of the capacity), and
 # 16 MiB for the binary, its libraries and stacks.
 rss_kb=$(awk '/^VmRSS:/ { print $2 }' "/proc/$cpid/status")

@@ -17,6 +17,7 @@
 #ifndef UP_TESTS_HARNESS_H
 #define UP_TESTS_HARNESS_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -262,6 +264,52 @@ static HARNESS_UNUSED size_t harness_verify(uint64_t seed, uint64_t off, const v
 		if (b[i] != harness_pat(seed, off + i))
 			return i;
 	return (size_t)-1;
+}
+
+/* Open fds of this process whose /proc/self/fd link contains @what ("io_uring",
+ * "/memfd:"); NULL counts them all. The directory's own fd is not counted. */
+static HARNESS_UNUSED int harness_fds(const char *what)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	CHECK(d != NULL);
+	while ((de = readdir(d)) != NULL) {
+		char link[256];
+		ssize_t k;
+
+		if (de->d_name[0] == '.' || atoi(de->d_name) == dirfd(d))
+			continue;
+		if (!what) {
+			n++;
+			continue;
+		}
+		k = readlinkat(dirfd(d), de->d_name, link, sizeof(link) - 1);
+		if (k <= 0)
+			continue;
+		link[k] = '\0';
+		if (strstr(link, what))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Bytes of [addr, addr + len) that hold memory (mincore(); for a shared
+ * mapping of a memfd, the file's pages, whoever faulted them). */
+static HARNESS_UNUSED size_t harness_resident(const void *addr, size_t len)
+{
+	size_t sys = (size_t)sysconf(_SC_PAGESIZE);
+	size_t n = (len + sys - 1) / sys, i, res = 0;
+	unsigned char *vec = (unsigned char *)malloc(n);
+
+	CHECK(vec != NULL);
+	CHECK(mincore((void *)(uintptr_t)addr, len, vec) == 0);
+	for (i = 0; i < n; i++)
+		res += vec[i] & 1;
+	free(vec);
+	return res * sys;
 }
 
 /* xorshift64* PRNG; never seed with 0 (harness_rng_seed handles it). */

@@ -59,20 +59,6 @@ static struct pair pipes[NPIPES];
 static _Atomic int turn = -1;       /* the pipe the main thread reads now */
 static _Atomic pid_t reader_tid;
 
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-
-	CHECK(d != NULL);
-	while ((de = readdir(d)) != NULL)
-		if (de->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1; /* the directory's own fd */
-}
-
 static void limit_fds(void)
 {
 	struct rlimit rl;
@@ -122,7 +108,7 @@ static void six_hundred_pipes(void)
 	int before, during, i;
 
 	warm_up();
-	before = open_fds();
+	before = harness_fds(NULL);
 	for (i = 0; i < NPIPES; i++)
 		CHECK_OK(up_pipe2(pipes[i].ends, NULL));
 	atomic_store(&reader_tid, (pid_t)syscall(SYS_gettid));
@@ -137,7 +123,7 @@ static void six_hundred_pipes(void)
 		CHECK_OK(up_stats(up_end_pipe(pipes[i].ends[0]), &st));
 		CHECK(st.waits >= 1);
 	}
-	during = open_fds();
+	during = harness_fds(NULL);
 	CHECK_EQ(up_stats(up_end_pipe(pipes[0].ends[0]), &st), 0);
 	printf("# %d pipes, both ends open, backend %s: %d fds before, %d with them open "
 	       "(%.2f per pipe)\n",
@@ -157,7 +143,7 @@ static void six_hundred_pipes(void)
 		CHECK_OK(up_close(pipes[i].ends[1]));
 	}
 	/* The writer thread has exited: its ring went with it. */
-	CHECK_EQ(open_fds(), before);
+	CHECK_EQ(harness_fds(NULL), before);
 }
 
 /* Poll mode: one fd per end, made at its first up_pollfd(), none beyond. */
@@ -173,14 +159,14 @@ static void poll_mode_fd_per_end(void)
 		CHECK_OK(up_open(p, UP_WR, &pipes[i].ends[1]));
 		up_pipe_release(p); /* the ends keep it */
 	}
-	before = open_fds();
+	before = harness_fds(NULL);
 	for (i = 0; i < NPOLL; i++) {
 		fd[i] = up_pollfd(pipes[i].ends[0]);
 		if (fd[i] == -EOPNOTSUPP)
 			SKIP("no poll mode here (futex_waitv refused)");
 		CHECK(fd[i] >= 0);
 	}
-	made = open_fds();
+	made = harness_fds(NULL);
 	printf("# %d ends in poll mode: %d fds more\n", NPOLL, made - before);
 	CHECK_EQ(made, before + NPOLL);
 	for (i = 0; i < NPOLL; i++) {
@@ -196,12 +182,12 @@ static void poll_mode_fd_per_end(void)
 		CHECK_EQ(c, 'p');
 	}
 	/* Arming made no fd; a helper thread of the futex backend is none. */
-	CHECK_EQ(open_fds(), made);
+	CHECK_EQ(harness_fds(NULL), made);
 	for (i = 0; i < NPOLL; i++) {
 		CHECK_OK(up_close(pipes[i].ends[0]));
 		CHECK_OK(up_close(pipes[i].ends[1]));
 	}
-	CHECK_EQ(open_fds(), before - NPOLL);
+	CHECK_EQ(harness_fds(NULL), before - NPOLL);
 }
 
 static struct up_end *hr_ends[2][2]; /* [pipe][0 reads, 1 writes] */
@@ -306,32 +292,6 @@ static void sqpoll_end_forked(void)
 	CHECK_OK(up_close(e[1]));
 }
 
-/* Open io_uring fds of this process. */
-static int uring_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-
-	CHECK(d != NULL);
-	while ((de = readdir(d)) != NULL) {
-		char path[300], link[128];
-		ssize_t k;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
-		k = readlink(path, link, sizeof(link) - 1);
-		if (k <= 0)
-			continue;
-		link[k] = '\0';
-		if (strstr(link, "io_uring"))
-			n++;
-	}
-	closedir(d);
-	return n;
-}
-
 static int fk_go[2];
 static _Atomic int fk_ready;
 
@@ -363,12 +323,12 @@ static void fork_keeps_no_ring(void)
 	CHECK_EQ(pthread_create(&t, NULL, fk_thread, NULL), 0);
 	while (!atomic_load(&fk_ready))
 		sched_yield();
-	before = uring_fds();
+	before = harness_fds("io_uring");
 	fflush(NULL);
 	child = fork();
 	CHECK_SYS(child);
 	if (child == 0)
-		_exit(uring_fds() == 0 ? 0 : 1);
+		_exit(harness_fds("io_uring") == 0 ? 0 : 1);
 	CHECK_EQ(waitpid(child, &status, 0), child);
 	printf("# io_uring fds: %d in the parent, none in the child\n", before);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);

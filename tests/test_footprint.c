@@ -19,41 +19,24 @@
  * between trickle bytes is the workload's pace.
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "mode_reader.h"
 #include "up_int.h"
 
 #define KIB 1024u
 #define MIB (1024u * 1024u)
 
-enum mode { BLOCKING, NONBLOCK, POLLMODE };
-
-static size_t resident_bytes(const void *addr, size_t len)
-{
-	size_t sys = (size_t)sysconf(_SC_PAGESIZE);
-	size_t n = (len + sys - 1) / sys, i, res = 0;
-	unsigned char *vec = malloc(n);
-
-	CHECK(vec != NULL);
-	CHECK_SYS(mincore((void *)(uintptr_t)addr, len, vec));
-	for (i = 0; i < n; i++)
-		res += vec[i] & 1;
-	free(vec);
-	return res * sys;
-}
-
 static size_t data_resident(struct up_pipe *p)
 {
-	return resident_bytes(p->pages, (size_t)p->g.page_count * p->g.page_size);
+	return harness_resident(p->pages, (size_t)p->g.page_count * p->g.page_size);
 }
 
 static uint64_t now_ms(void)
@@ -75,14 +58,14 @@ static void idle(void)
 	CHECK_OK(up_open(p, UP_RD, &r));
 	CHECK_OK(up_open(p, UP_WR, &w));
 	data = data_resident(p);
-	seg = resident_bytes(p->base, p->g.off.size);
+	seg = harness_resident(p->base, p->g.off.size);
 	printf("# new pipe: %zu KiB data, %zu KiB segment resident\n", data / KIB, seg / KIB);
 	CHECK_EQ(data, 0);
 	CHECK(seg <= 64 * KIB);
 	CHECK_EQ(up_write(w, &c, 1), 1);
 	CHECK_EQ(up_read(r, &c, 1), 1);
 	data = data_resident(p);
-	seg = resident_bytes(p->base, p->g.off.size);
+	seg = harness_resident(p->base, p->g.off.size);
 	printf("# after one byte: %zu KiB data, %zu KiB segment resident\n", data / KIB,
 	       seg / KIB);
 	CHECK(data <= p->g.page_size);
@@ -92,59 +75,14 @@ static void idle(void)
 	up_pipe_release(p);
 }
 
-struct reader {
-	struct up_end *e;
-	enum mode mode;
-	uint64_t got;
-	uint64_t bad; /* reads that do not match the pattern */
-	ssize_t last;
-};
-
-static void *reader_main(void *arg)
-{
-	struct reader *rd = arg;
-	/* Thread-local on purpose: a host with 1 MiB of static TLS must still
-	 * get the futex backend's helper thread (pollfd_futex.c, spawn()). */
-	static _Thread_local char tls_buf[1 << 20];
-	char *buf = tls_buf;
-	struct pollfd pfd = { .events = POLLIN };
-	ssize_t n;
-
-	if (rd->mode == POLLMODE) {
-		pfd.fd = up_pollfd(rd->e);
-		CHECK(pfd.fd >= 0);
-	}
-	for (;;) {
-		n = up_read(rd->e, buf, 1 << 20);
-		if (n > 0) {
-			rd->bad += harness_verify(7, rd->got, buf, (size_t)n) != (size_t)-1;
-			rd->got += (uint64_t)n;
-			continue;
-		}
-		if (n != -EAGAIN)
-			break;
-		if (rd->mode == NONBLOCK) {
-			usleep(500); /* a program that looks now and then */
-			continue;
-		}
-		n = up_poll_arm(rd->e);
-		if (n == 1)
-			continue;
-		CHECK_EQ(n, 0);
-		CHECK(poll(&pfd, 1, -1) == 1);
-	}
-	rd->last = n;
-	return NULL;
-}
-
 /* Burst @total bytes through a 64 MiB pipe; then @trickle_ms of one byte
  * every 100 ms (0: none). Returns resident bytes after, checks the bound. */
-static void burst_then(enum mode mode, uint64_t trickle_ms)
+static void burst_then(enum reader_mode mode, uint64_t trickle_ms)
 {
 	struct up_config cfg;
 	struct up_pipe *p;
 	struct up_end *w;
-	struct reader rd = { .mode = mode };
+	struct mode_reader rd = { .mode = mode, .pat_seed = 7, .max = 1 << 20 };
 	pthread_t t;
 	static char chunk[1 << 16];
 	const uint64_t total = 512ull * MIB;
@@ -154,9 +92,9 @@ static void burst_then(enum mode mode, uint64_t trickle_ms)
 	up_config_init(&cfg);
 	cfg.capacity = 64 * MIB;
 	CHECK_OK(up_pipe_create(&cfg, &p));
-	CHECK_OK(up_open(p, UP_RD | (mode == BLOCKING ? 0 : UP_NONBLOCK), &rd.e));
+	CHECK_OK(up_open(p, UP_RD | (mode == READ_BLOCKING ? 0 : UP_NONBLOCK), &rd.e));
 	CHECK_OK(up_open(p, UP_WR, &w));
-	CHECK_EQ(pthread_create(&t, NULL, reader_main, &rd), 0);
+	CHECK_EQ(pthread_create(&t, NULL, mode_reader_main, &rd), 0);
 	while (sent < total) {
 		ssize_t n;
 
@@ -196,22 +134,22 @@ static void burst_then(enum mode mode, uint64_t trickle_ms)
 
 static void trickle_blocking(void)
 {
-	burst_then(BLOCKING, 3000);
+	burst_then(READ_BLOCKING, 3000);
 }
 
 static void trickle_nonblock(void)
 {
-	burst_then(NONBLOCK, 3000);
+	burst_then(READ_NONBLOCK, 3000);
 }
 
 static void trickle_poll(void)
 {
-	burst_then(POLLMODE, 3000);
+	burst_then(READ_POLL, 3000);
 }
 
 static void poll_idle(void)
 {
-	burst_then(POLLMODE, 0);
+	burst_then(READ_POLL, 0);
 }
 
 /*
@@ -223,7 +161,7 @@ static void poll_idle_peer(void)
 {
 	struct up_config cfg;
 	struct up_pipe *p;
-	struct reader rd = { .mode = POLLMODE };
+	struct mode_reader rd = { .mode = READ_POLL, .pat_seed = 7, .max = 1 << 20 };
 	const uint64_t total = 512ull * MIB;
 	int done[2], hold[2], st;
 	uint64_t deadline;
@@ -239,7 +177,7 @@ static void poll_idle_peer(void)
 	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &rd.e));
 	CHECK_SYS(pipe(done));
 	CHECK_SYS(pipe(hold));
-	CHECK_EQ(pthread_create(&t, NULL, reader_main, &rd), 0);
+	CHECK_EQ(pthread_create(&t, NULL, mode_reader_main, &rd), 0);
 	pid = fork();
 	CHECK_SYS(pid);
 	if (pid == 0) {

@@ -44,17 +44,8 @@ static void *reader_main(void *arg)
 
 static size_t resident_pages(struct up_pipe *p)
 {
-	size_t sys = (size_t)sysconf(_SC_PAGESIZE);
-	size_t len = (size_t)p->g.page_count * p->g.page_size;
-	size_t n = len / sys, i, res = 0;
-	unsigned char *vec = malloc(n);
-
-	CHECK(vec != NULL);
-	CHECK_SYS(mincore(p->pages, len, vec));
-	for (i = 0; i < n; i++)
-		res += vec[i] & 1;
-	free(vec);
-	return res * sys / p->g.page_size;
+	return harness_resident(p->pages, (size_t)p->g.page_count * p->g.page_size) /
+	       p->g.page_size;
 }
 
 static uint64_t now_ms(void)

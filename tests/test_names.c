@@ -56,45 +56,6 @@ static int g_case_seq;
 
 /* ------------------------------------------------------------ helpers */
 
-static int fd_count(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-
-	CHECK(d != NULL);
-	while ((de = readdir(d)) != NULL)
-		if (de->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1; /* the directory's own fd */
-}
-
-/* How many fds of this process are memfds (pipe segments among them). */
-static int memfd_count(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int found = 0;
-
-	CHECK(d != NULL);
-	while ((de = readdir(d)) != NULL) {
-		char link[256];
-		ssize_t n;
-
-		if (de->d_name[0] == '.')
-			continue;
-		n = readlinkat(dirfd(d), de->d_name, link, sizeof(link) - 1);
-		if (n <= 0)
-			continue;
-		link[n] = 0;
-		if (strncmp(link, "/memfd:", 7) == 0)
-			found++;
-	}
-	closedir(d);
-	return found;
-}
-
 /* The listener threads of this process (core/name.c names them), and the
  * tid of the last one found in *tid if @tid is not NULL. */
 static int listener_threads(char *tid, size_t len)
@@ -731,16 +692,16 @@ static void connect_as_nobody(const char *name, gid_t extra, int want)
 		int n0, m0;
 
 		become_nobody(extra);
-		n0 = fd_count();
-		m0 = memfd_count();
+		n0 = harness_fds(NULL);
+		m0 = harness_fds("/memfd:");
 		CHECK_EQ(up_connect(name, 2000, &q), want);
 		if (want == 0) {
-			CHECK_EQ(memfd_count(), m0 + 1);
+			CHECK_EQ(harness_fds("/memfd:"), m0 + 1);
 			up_pipe_release(q);
 		} else {
 			CHECK(q == NULL);
-			CHECK_EQ(fd_count(), n0);
-			CHECK_EQ(memfd_count(), m0); /* the fd never came */
+			CHECK_EQ(harness_fds(NULL), n0);
+			CHECK_EQ(harness_fds("/memfd:"), m0); /* the fd never came */
 		}
 		_exit(0);
 	}
@@ -1269,8 +1230,8 @@ static void fake_one(enum fake v, int want, int timeout_ms)
 	close(ready[1]);
 	close(done[0]);
 	harness_wait_ready(ready[0]);
-	n0 = fd_count();
-	m0 = memfd_count();
+	n0 = harness_fds(NULL);
+	m0 = harness_fds("/memfd:");
 	t0 = harness_now();
 	r = up_connect(name, timeout_ms, &q);
 	el = harness_now() - t0;
@@ -1281,13 +1242,13 @@ static void fake_one(enum fake v, int want, int timeout_ms)
 	}
 	if (want == 0) {
 		CHECK(q != NULL);
-		CHECK_EQ(fd_count(), n0 + 1); /* the mapping's own fd, no other */
+		CHECK_EQ(harness_fds(NULL), n0 + 1); /* the mapping's own fd, no other */
 		up_pipe_release(q);
 	} else {
 		CHECK(q == NULL);
-		CHECK_EQ(memfd_count(), m0);
+		CHECK_EQ(harness_fds("/memfd:"), m0);
 	}
-	CHECK_EQ(fd_count(), n0);
+	CHECK_EQ(harness_fds(NULL), n0);
 	if (want == -ETIMEDOUT) {
 		CHECK(el >= timeout_ms / 1e3);
 		CHECK(el < timeout_ms / 1e3 + 0.5);
@@ -1548,11 +1509,11 @@ static void close_null(void)
 #define RUN_CASE(fn)                                                           \
 	do {                                                                   \
 		if (harness_filter == NULL || strcmp(harness_filter, #fn) == 0) { \
-			int n0_ = fd_count();                                  \
+			int n0_ = harness_fds(NULL);                                  \
 			fn();                                                  \
-			if (fd_count() != n0_) {                               \
+			if (harness_fds(NULL) != n0_) {                               \
 				fprintf(stderr, "%s: %d fds before, %d after\n", \
-					#fn, n0_, fd_count());                 \
+					#fn, n0_, harness_fds(NULL));                 \
 				harness_fail();                                \
 			}                                                      \
 			printf("ok %s\n", #fn);                                \

@@ -18,84 +18,23 @@
  * bound, or the test tests nothing.
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "mode_reader.h"
 #include "up_int.h"
 
 #define KIB 1024u
 #define MIB (1024u * 1024u)
 #define SEED_PAT 11
 
-enum mode { BLOCKING, NONBLOCK, POLLMODE };
-
-struct reader {
-	struct up_end *e;
-	enum mode mode;
-	uint64_t seed;
-	uint64_t got, bad;
-	ssize_t last;
-};
-
 static size_t data_resident(struct up_pipe *p)
 {
-	size_t sys = (size_t)sysconf(_SC_PAGESIZE);
-	size_t len = (size_t)p->g.page_count * p->g.page_size;
-	size_t n = len / sys, i, res = 0;
-	unsigned char *vec = malloc(n);
-
-	CHECK(vec != NULL);
-	CHECK_SYS(mincore(p->pages, len, vec));
-	for (i = 0; i < n; i++)
-		res += vec[i] & 1;
-	free(vec);
-	return res * sys;
-}
-
-static void *reader_main(void *arg)
-{
-	struct reader *rd = arg;
-	struct harness_rng rng;
-	struct pollfd pfd = { .events = POLLIN };
-	char *buf = malloc(256 * KIB);
-	ssize_t n;
-
-	CHECK(buf != NULL);
-	harness_rng_seed(&rng, rd->seed ^ 0x5eed);
-	if (rd->mode == POLLMODE) {
-		pfd.fd = up_pollfd(rd->e);
-		CHECK(pfd.fd >= 0);
-	}
-	for (;;) {
-		size_t want = (size_t)harness_rng_range(&rng, 1, 256 * KIB);
-
-		n = up_read(rd->e, buf, want);
-		if (n > 0) {
-			rd->bad += harness_verify(SEED_PAT, rd->got, buf, (size_t)n) != (size_t)-1;
-			rd->got += (uint64_t)n;
-			continue;
-		}
-		if (n != -EAGAIN)
-			break;
-		if (rd->mode == NONBLOCK) {
-			usleep(200); /* a program that looks now and then */
-			continue;
-		}
-		n = up_poll_arm(rd->e);
-		if (n == 1)
-			continue;
-		CHECK_EQ(n, 0);
-		CHECK(poll(&pfd, 1, -1) == 1);
-	}
-	rd->last = n;
-	free(buf);
-	return NULL;
+	return harness_resident(p->pages, (size_t)p->g.page_count * p->g.page_size);
 }
 
 static void write_all(struct up_end *w, struct harness_rng *rng, char *buf, uint64_t *sent,
@@ -132,11 +71,11 @@ int main(int argc, char **argv)
 {
 	uint64_t seed = (uint64_t)time(NULL), sent = 0;
 	double seconds = 60, end;
-	enum mode mode = POLLMODE;
+	enum reader_mode mode = READ_POLL;
 	struct up_config cfg;
 	struct up_pipe *p;
 	struct up_end *w;
-	struct reader rd = { 0 };
+	struct mode_reader rd = { .pat_seed = SEED_PAT, .max = 256 * KIB };
 	struct harness_rng rng;
 	size_t bound, peak = 0, worst = 0;
 	unsigned bursts = 0;
@@ -151,8 +90,8 @@ int main(int argc, char **argv)
 			seconds = atof(argv[++i]);
 		else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
 			i++;
-			mode = strcmp(argv[i], "blocking") == 0 ? BLOCKING
-			       : strcmp(argv[i], "nonblock") == 0 ? NONBLOCK : POLLMODE;
+			mode = strcmp(argv[i], "blocking") == 0 ? READ_BLOCKING
+			       : strcmp(argv[i], "nonblock") == 0 ? READ_NONBLOCK : READ_POLL;
 		}
 	}
 	printf("seed=%llu mode=%d seconds=%.0f\n", (unsigned long long)seed, (int)mode, seconds);
@@ -165,11 +104,11 @@ int main(int argc, char **argv)
 	up_config_init(&cfg);
 	cfg.capacity = 16 * MIB;
 	CHECK_OK(up_pipe_create(&cfg, &p));
-	CHECK_OK(up_open(p, UP_RD | (mode == BLOCKING ? 0 : UP_NONBLOCK), &rd.e));
+	CHECK_OK(up_open(p, UP_RD | (mode == READ_BLOCKING ? 0 : UP_NONBLOCK), &rd.e));
 	CHECK_OK(up_open(p, UP_WR, &w));
 	rd.mode = mode;
-	rd.seed = seed;
-	CHECK_EQ(pthread_create(&t, NULL, reader_main, &rd), 0);
+	rd.rng_seed = seed ^ 0x5eed;
+	CHECK_EQ(pthread_create(&t, NULL, mode_reader_main, &rd), 0);
 	/* The keep-level, a writer's batch, the ring's last page, and what a
 	 * reservation may have taken beyond its batch. */
 	bound = ((size_t)p->g.keep_pages + w->take_batch + 1 + UP_END_CACHE_MAX / 16) *

@@ -516,32 +516,6 @@ static int shared_sq_case(void)
 	return n;
 }
 
-/* Open io_uring fds of this process. */
-static int uring_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-
-	CHECK(d != NULL);
-	while ((de = readdir(d)) != NULL) {
-		char path[300], link[128];
-		ssize_t k;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
-		k = readlink(path, link, sizeof(link) - 1);
-		if (k <= 0)
-			continue;
-		link[k] = '\0';
-		if (strstr(link, "io_uring"))
-			n++;
-	}
-	closedir(d);
-	return n;
-}
-
 static void test_shared_sq_thread(void)
 {
 	struct up__waker *w;
@@ -555,12 +529,12 @@ static void test_shared_sq_thread(void)
 	 * by now: rings are per thread, never used across fork); it makes its
 	 * own anchor. */
 	w = new_waker(1);
-	before = uring_fds();
+	before = harness_fds("io_uring");
 	fflush(NULL);
 	child = fork();
 	CHECK(child >= 0);
 	if (child == 0)
-		_exit(uring_fds() == before - 3 && shared_sq_case() == 1 ? 0 : 1);
+		_exit(harness_fds("io_uring") == before - 3 && shared_sq_case() == 1 ? 0 : 1);
 	CHECK(waitpid(child, &status, 0) == child);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	w->ops->destroy(w);

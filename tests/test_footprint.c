@@ -121,7 +121,10 @@ static void burst_then(enum reader_mode mode, uint64_t trickle_ms)
 	}
 	printf("# mode %d: peak %zu MiB, after %s %zu KiB (bound %zu KiB)\n", (int)mode,
 	       peak / MIB, trickle_ms ? "the trickle" : "idling", after / KIB, bound / KIB);
-	CHECK(peak > bound); /* the burst really used the pages */
+	/* The burst went round the pool, so every page held memory at some
+	 * point (a slow build trims during the burst, so the peak may not
+	 * show it). relaxed: read after the writes, a count. */
+	CHECK(atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed) >= p->g.page_count);
 	CHECK(after <= bound);
 	up_close(w);
 	CHECK_EQ(pthread_join(t, NULL), 0);
@@ -206,7 +209,7 @@ static void poll_idle_peer(void)
 	CHECK_SYS(waitpid(pid, &st, 0));
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK_EQ(pthread_join(t, NULL), 0);
-	CHECK(peak > bound);
+	CHECK(atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed) >= p->g.page_count);
 	CHECK(after <= bound);
 	CHECK_EQ(rd.last, 0);
 	CHECK_EQ(rd.got, total);

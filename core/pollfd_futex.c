@@ -299,7 +299,7 @@ static int spawn(void *(*fn)(void *), void *arg, const char *name)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
+	pthread_attr_setstacksize(&attr, (size_t)256 * 1024);
 	r = pthread_create(&t, &attr, fn, arg);
 	/* glibc carves the host's static TLS out of a new thread's stack: a
 	 * program with large _Thread_local data gets EINVAL for a small one.

@@ -172,6 +172,7 @@ struct up_end {
 	 * claims the next page's lines ahead (writer.c, up__claim_next_page()). */
 	uint64_t part_ns;
 	bool claim;
+	bool trim_due;        /* reader: see trim_at below */
 
 	/* Peer-death watching (peer.c): pidfds of the processes whose death
 	 * should wake this end while it sleeps. */
@@ -180,20 +181,19 @@ struct up_end {
 	uint32_t peers_gen;   /* ends_gen + 1 when built, 0 = never */
 	uint32_t peers_role;
 	int peers_blind;      /* live peers whose death no pidfd of ours signals */
-	uint64_t pidns;       /* this process's pid namespace (live.c) */
 	/* Liveness while streaming (up__live_tick()): calls until the next
 	 * look at the clock, when the last check ran, and the sides seen to
 	 * have come (bit 0 readers, bit 1 writers; counts_repair()). */
 	uint32_t live_calls;
+	uint64_t pidns;       /* this process's pid namespace (live.c) */
 	uint64_t live_ns;
 	uint32_t came;        /* UP_CAME_* */
+	uint32_t sweep_gen;    /* ends_gen + 1 at the last orphan sweep */
 	/* Reader: the trim's last look (reclaim.c, up__pool_trim()): when,
 	 * the pool's get and put then, and whether pages beyond the need were left
 	 * for a later look (poll mode then ticks, as for a blind peer). */
 	uint64_t trim_at;
 	uint32_t trim_get, trim_put;
-	bool trim_due;
-	uint32_t sweep_gen;    /* ends_gen + 1 at the last orphan sweep */
 
 	struct up_end *next, *prev;
 	/* up_set_timeout() (UP_NO_TIMEOUT: none), the current call's deadline

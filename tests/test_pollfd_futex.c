@@ -510,6 +510,7 @@ static void hundreds_of_armed_ends(void)
 	static struct up_pipe *p[NPIPES + 1];
 	static struct up_end *r[NPIPES + NSHARE], *w[NPIPES + 1];
 	struct up__pf_stats st;
+	uint64_t t0, dt;
 	struct rlimit rl;
 	int ep, i;
 	char c;
@@ -537,18 +538,24 @@ static void hundreds_of_armed_ends(void)
 
 		CHECK_OK(up_open(q, UP_RD | UP_NONBLOCK, &r[i]));
 		ep_add(ep, pollfd_or_skip(r[i]), (uint64_t)i);
-		CHECK_EQ(up_poll_arm(r[i]), 0);
 	}
+	t0 = harness_now_ns();
+	for (i = 0; i < NPIPES + NSHARE; i++)
+		CHECK_EQ(up_poll_arm(r[i]), 0);
 	if (on_futex(p[0])) {
 		up__pf_stats(&st);
-		/* 301 words need three helpers of 127. Under TSan the arms are
-		 * slow enough that blind ends tick, and give their words back,
-		 * before the last arm: the count proves nothing there. */
-#if defined(__SANITIZE_THREAD__)
-		printf("# TSan: helper count not checked (%d)\n", st.helpers);
-#else
-		CHECK(st.helpers >= 3);
-#endif
+		dt = harness_now_ns() - t0;
+		/* 301 words need three helpers of 127 while every end is
+		 * pending. A blind end's first tick is due half a slice after
+		 * its arm at the earliest; it gives its word back, and a later
+		 * arm may take the slot. So the count proves something only
+		 * when the arms and the count took less than that (a loaded
+		 * machine or a sanitizer can take longer). */
+		if (dt < UP_WAIT_SLICE_NS / 2)
+			CHECK(st.helpers >= 3);
+		else
+			printf("# arms took %.1f ms: ticks came first, helper count not checked\n",
+			       (double)dt / 1e6);
 		printf("# %d armed ends on %d words: %d helper threads\n", NPIPES + NSHARE,
 		       NPIPES + 1, st.helpers);
 	}

@@ -29,6 +29,7 @@ void up__peek_let_go(struct up_end *rd)
 static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bool whole)
 {
 	struct up_pipe *p = rd->p;
+	bool caught = false;
 	uint32_t t, h;
 	size_t got = 0;
 	int spans = 0;
@@ -51,8 +52,10 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 		unsigned char *base;
 
 		/* Coalescing: leave the page the writer appends to alone. */
-		if (whole && got > 0 && t + 1 == h)
+		if (whole && got > 0 && t + 1 == h) {
+			caught = true;
 			break;
+		}
 		/* relaxed: ordered by the [head] acquire above. */
 		pg = atomic_load_explicit(&s->page, memory_order_relaxed);
 		/* [len] acq: pairs with [len] rel in up__merge_close(). */
@@ -76,6 +79,7 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 		}
 		got += len - off;
 	}
+	rd->caught = caught || t == h;
 	*iovcnt = spans;
 	return (ssize_t)got;
 }
@@ -117,9 +121,7 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 			if (n < 0) {
 				up__peek_unlock(rd);
 			} else {
-				/* Cut short when the caller's vector was not
-				 * filled (*iovcnt still holds its size). */
-				up__streak_note(rd, cnt == *iovcnt, waited);
+				up__streak_note(rd, waited);
 				*iovcnt = cnt;
 			}
 			return n;

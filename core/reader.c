@@ -17,12 +17,27 @@
  * writer: a read still returns whatever it finds, at least one byte, and
  * blocks at most UP_COALESCE_NS longer.
  *
- * The streak ends when the writer shows it is not streaming: the reader had
- * to sleep for data, a coalescing wait ran out, a non-blocking read found
- * nothing, or the caller's buffer was full. A short spin for data does not
- * end it: a reader that catches up with a streaming writer (as a zero-copy
- * reader does all the time) would otherwise start over after every spin. A
- * request/response reader, whose reads all wait, never coalesces.
+ * A read counts for the streak when it caught up: it ended where the
+ * writers' data ends (or, coalescing, at their page), whether or not it also
+ * filled the caller's buffer, so that a reader of 100-byte messages that
+ * keeps up with a writer of them coalesces too. A read cut short with data
+ * left is behind the writer: it neither counts nor ends the streak, and the
+ * next call reads on without a coalescing wait (up__coalesce()). The streak
+ * ends when the writer shows it is not streaming: the reader had to sleep
+ * for data, a coalescing wait ran out, or a non-blocking read found nothing.
+ * A short spin for data does not end it: a reader that catches up with a
+ * streaming writer (as a zero-copy reader does all the time) would otherwise
+ * start over after every spin. A request/response reader, whose reads all
+ * wait, never coalesces.
+ *
+ * The final slot. A read cut short inside a slot that is no longer the last
+ * (a later one was published, so its len is final) keeps that slot's page
+ * and len in the end; the next read of this end takes them from there
+ * instead of loading the slot, whose line the writer keeps storing to while
+ * it fills a neighbouring slot (four to a line). So a reader of small
+ * messages behind a writer touches no line the writer writes but the data.
+ * The copy is good while no other reader moved the position since this end
+ * stored it (ring.h, up__pos_own()), and only for that slot.
  *
  * The downward copy. The pool hands pages out in the order it got them back,
  * at first in address order, so the page a writer appends to is usually the
@@ -36,6 +51,7 @@
 #include "ring.h"
 
 #define UP_COALESCE_NS 4000u
+
 
 struct freed {
 	uint32_t n;
@@ -65,9 +81,10 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 {
 	struct up_pipe *p = rd->p;
 	const uint32_t ps = p->g.page_size;
+	bool caught = false, fin, fin_set = false;
 	struct freed f;
 	uint32_t t, h, off;
-	size_t got = 0;
+	size_t got = 0, k;
 	int r = 0;
 
 	uint64_t pos0;
@@ -77,6 +94,9 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 		return -EPROTO;
 	t = up__pos_tail(pos0);
 	off = up__pos_off(pos0);
+	/* The cached slot is still the tail slot this end left: no other
+	 * reader stored a position since this end did (bias, ring.h). */
+	fin = rd->fin_valid && up__pos_own(rd);
 	/* [head] acq: slots [t, h) are filled; pairs with [head] rel in
 	 * up__publish(). */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
@@ -88,8 +108,29 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 		uint32_t len;
 
 		/* Coalescing: leave the page the writer appends to alone. */
-		if (whole && got > 0 && t + 1 == h)
+		if (whole && got > 0 && t + 1 == h) {
+			caught = true;
 			break;
+		}
+		if (fin && t == rd->fin_t) {
+			/* The slot this end left part-read, final: its page
+			 * and len as checked then; neither line is loaded. */
+			pg = rd->fin_pg;
+			len = rd->fin_len;
+			if (off > len) {
+				r = -EPROTO;
+				break;
+			}
+			k = len - off < max - got ? len - off : max - got;
+			if (c)
+				up__cur_copy_out(c, up__page_ptr(p, pg) + off, k);
+			off += (uint32_t)k;
+			got += k;
+			if (off < len)
+				break; /* the caller's buffer is full */
+			fin = false;
+			goto retire;
+		}
 		/* relaxed: ordered by the [head] acquire above. */
 		pg = atomic_load_explicit(&s->page, memory_order_relaxed);
 
@@ -109,16 +150,25 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 				break;
 			}
 			if (len > off) {
-				size_t k = len - off < max - got ? len - off : max - got;
-
+				k = len - off < max - got ? len - off : max - got;
 				if (c && whole && t + 2 == h)
 					up__cur_copy_out_down(c, up__page_ptr(p, pg) + off, k);
 				else if (c)
 					up__cur_copy_out(c, up__page_ptr(p, pg) + off, k);
 				off += (uint32_t)k;
 				got += k;
-				if (off < len)
-					break; /* the caller's buffer is full */
+				if (off < len) {
+					/* The caller's buffer is full. A slot
+					 * before the last is final: keep its
+					 * page and len for the next call. */
+					if (t + 1 != h) {
+						rd->fin_t = t;
+						rd->fin_pg = pg;
+						rd->fin_len = len;
+						fin_set = true;
+					}
+					break;
+				}
 			}
 			if (t + 1 != h)
 				break; /* not the last slot: it can no longer grow */
@@ -140,8 +190,11 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 			break;
 		/* Fully read. The last live slot stays while its page has room,
 		 * because a writer may still append to it (writer.c). */
-		if (t + 1 == h && len < ps)
+		if (t + 1 == h && len < ps) {
+			caught = true;
 			break;
+		}
+retire:
 		f.pages[f.n++] = pg;
 		t++;
 		off = 0;
@@ -159,6 +212,8 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 	if (r < 0)
 		return up__proto_error(p);
 	rd->seen_head = h;
+	rd->caught = caught || t == h;
+	rd->fin_valid = fin_set || (fin && rd->fin_t == t);
 	/* [tail] rel: up__pos_store(): we are done with slots before t;
 	 * pairs with [tail] acq in up__publish(). Stored only when it moved:
 	 * writers read this line. */
@@ -189,6 +244,8 @@ bool up__coalesce(struct up_end *rd)
 
 	if (rd->streak < UP_STREAK_MIN)
 		return false;
+	if (!rd->caught)
+		return true; /* data is left from the last call: no wait */
 	t0 = up__now_ns();
 	for (i = 0;; i++) {
 		/* relaxed: a hint; up__read_locked() loads head again with
@@ -266,7 +323,7 @@ ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, si
 				up__chain_wake(rd);
 				up__count(&rd->c.bytes_read, (uint64_t)n);
 				up__count(&rd->c.reads, 1);
-				up__streak_note(rd, (size_t)n == len, waited);
+				up__streak_note(rd, waited);
 			}
 			return n;
 		}

@@ -227,6 +227,14 @@ static inline int up__pos_take(struct up_end *rd, uint64_t *pos)
 	return 0;
 }
 
+/* Under the readers' lock: this end stored the readers' position last, so
+ * the slots from its tail on are as it left them (reader.c's cache). */
+static inline bool up__pos_own(const struct up_end *rd)
+{
+	/* relaxed: written only under the readers' lock we hold. */
+	return atomic_load_explicit(&rd->p->ln->rlock.bias, memory_order_relaxed) == rd->lock_id;
+}
+
 /* Under the readers' lock: store the readers' position @pos (see above). */
 static inline void up__pos_store(struct up_end *rd, uint64_t pos)
 {
@@ -264,13 +272,13 @@ static inline void up__chain_wake(struct up_end *rd)
 		up__chain_wake_slow(rd);
 }
 
-/* A read or peek found data: one that found it without waiting and was not
- * cut short by the caller's buffer keeps the streak going (reader.c). */
-static inline void up__streak_note(struct up_end *rd, bool cut_short, bool waited)
+/* A read or peek found data: one that found it without waiting and caught
+ * up with the writers (rd->caught) adds to the streak; one that left data
+ * behind, cut short by the caller's buffer, neither adds nor ends it: the
+ * reader is ahead of nothing, and its next call reads on (reader.c). */
+static inline void up__streak_note(struct up_end *rd, bool waited)
 {
-	if (cut_short)
-		rd->streak = 0;
-	else if (!waited)
+	if (rd->caught && !waited)
 		rd->streak++;
 }
 

@@ -267,6 +267,8 @@ static_assert(ATOMIC_INT_LOCK_FREE == 2, "shared atomics must be lock-free acros
 static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit shared atomics must be lock-free too");
 
 #define UP_SHM_LINES_OFF ((uint64_t)sizeof(struct up_shm_hdr))
+static_assert((UP_SHM_LINES_OFF + sizeof(struct up_shm_lines)) % UP_CACHELINE == 0,
+	      "the endpoint table starts a line: even entries each begin one (peer.c)");
 
 /* The layout as a pure function of the geometry. Returns 0, or -1 when the
  * geometry itself is out of range (callers map that to -EINVAL/-EPROTO). */

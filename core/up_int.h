@@ -168,11 +168,19 @@ struct up_end {
 	 * (a fast writer streaming small writes); see reader.c. */
 	uint32_t streak;
 	uint32_t seen_head;   /* head when this end last read (coalescing) */
+	/* Reader: the slot it left part-read, seen final (a later slot was
+	 * published), with its page and len as checked then; valid while
+	 * fin_valid and no other reader has moved the position (reader.c). */
+	uint32_t fin_t, fin_pg, fin_len;
 	/* Writer: when it last published a page with room, and whether it
 	 * claims the next page's lines ahead (writer.c, up__claim_next_page()). */
 	uint64_t part_ns;
 	bool claim;
 	bool trim_due;        /* reader: see trim_at below */
+	/* Reader: its last read or peek ended where the writers' data ends
+	 * (or at the page they append to, coalescing): reader.c. */
+	bool caught;
+	bool fin_valid;
 
 	/* Peer-death watching (peer.c): pidfds of the processes whose death
 	 * should wake this end while it sleeps. */

@@ -113,8 +113,10 @@ static void regions_init(void)
 	LINE(rd_wait);
 	LINE(wr_wait);
 #undef LINE
-	add_reg("ends-used", o.ends, o.ends + 2 * sizeof(struct up_shm_end));
-	add_reg("ends-free", o.ends + 2 * sizeof(struct up_shm_end), o.slots);
+	/* The lines of entries 0 and 2, the pair's (even entries are claimed
+	 * first: peer.c); entries 1 and 3 in them are free. */
+	add_reg("ends-used", o.ends, o.ends + 4 * sizeof(struct up_shm_end));
+	add_reg("ends-free", o.ends + 4 * sizeof(struct up_shm_end), o.slots);
 	add_reg("slots", o.slots, o.pool);
 	add_reg("pool", o.pool, o.owner);
 	add_reg("owner", o.owner, o.owner + BF_PAGES * 4u);

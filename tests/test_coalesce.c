@@ -6,9 +6,10 @@
  * A reader that keeps finding data without waiting, and takes all of it,
  * counts a streak; from UP_STREAK_MIN on it waits briefly for whole pages
  * instead of copying the writer's partial page line by line. The streak
- * ends when that wait runs out, when the reader had to sleep for data, when
- * a non-blocking read found nothing, and when the caller's buffer was full;
- * a short spin for data does not end it. up_peek
+ * ends when that wait runs out, when the reader had to sleep for data, and
+ * when a non-blocking read found nothing; a short spin for data does not end
+ * it, and a read cut short by the caller's buffer with data left neither
+ * adds to it nor ends it. up_peek
  * compared the spans it found with the caller's vector after overwriting
  * the latter, so its streak never grew and a zero-copy reader never
  * coalesced (half the copy path's speed at 100-byte writes). These checks
@@ -69,10 +70,19 @@ static void read_builds_a_streak(void)
 	 * does not move), gives up, and starts a new streak with this read. */
 	read_rounds(e, 1);
 	CHECK_EQ(e[0]->streak, 1);
-	/* A read that fills the caller's buffer is not keeping up: reset. */
+	/* A read of a message's size that takes all there is caught up with
+	 * the writer as much as one with room to spare: it counts. */
 	CHECK_EQ(up_write(e[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
 	CHECK_EQ(up_read(e[0], buf, sizeof(msg)), (ssize_t)sizeof(msg));
-	CHECK_EQ(e[0]->streak, 0);
+	CHECK_EQ(e[0]->streak, 2);
+	/* One that fills the caller's buffer and leaves data behind is not
+	 * keeping up, nor is it behind a streaming writer: the streak stays. */
+	CHECK_EQ(up_write(e[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
+	CHECK_EQ(up_read(e[0], buf, sizeof(msg) / 2), (ssize_t)sizeof(msg) / 2);
+	CHECK_EQ(e[0]->streak, 2);
+	CHECK(!e[0]->caught);
+	CHECK_EQ(up_read(e[0], buf, sizeof(msg)), (ssize_t)sizeof(msg) / 2);
+	CHECK_EQ(e[0]->streak, 3);
 	up_close(e[1]);
 	up_close(e[0]);
 }
@@ -88,7 +98,9 @@ static void peek_builds_a_streak(void)
 	CHECK_EQ(e[0]->streak, UP_STREAK_MIN);
 	peek_rounds(e, 1); /* as for read: the coalescing wait runs out */
 	CHECK_EQ(e[0]->streak, 1);
-	/* A peek that fills the caller's vector is not keeping up: reset. */
+	/* A peek whose one span is all there is counts, its vector full or
+	 * not (the read case above shows a call cut short leaving the streak
+	 * as it was: both go through up__streak_note()). */
 	{
 		struct iovec iov[1];
 		int cnt = 1;
@@ -96,9 +108,10 @@ static void peek_builds_a_streak(void)
 		CHECK_EQ(up_write(e[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
 		CHECK_EQ(up_peek(e[0], iov, &cnt), (ssize_t)sizeof(msg));
 		CHECK_EQ(cnt, 1);
-		CHECK_EQ(e[0]->streak, 0);
+		CHECK_EQ(e[0]->streak, 2);
 		CHECK_OK(up_consume(e[0], sizeof(msg)));
 	}
+
 	up_close(e[1]);
 	up_close(e[0]);
 }

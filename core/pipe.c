@@ -426,6 +426,9 @@ ssize_t up_read(struct up_end *r, void *buf, size_t len)
 		return -EINVAL;
 	if (len > SSIZE_MAX)
 		len = SSIZE_MAX;
+	/* A small read inside the slot this end is reading. */
+	if (r->fin_valid && len != 0 && up__ring_read_small(r, buf, len) == len)
+		return (ssize_t)len;
 	n = up__ring_read(r, &v, 1, len);
 	if (up__unlikely(n == -EAGAIN))
 		n = read_again(r, &v, 1, len);

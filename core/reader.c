@@ -285,6 +285,51 @@ int up__read_idle(struct up_end *rd, uint32_t writers)
 	return r < 0 ? r : 1;
 }
 
+/*
+ * up_read()'s short way: the reader takes @len bytes (not 0) from the final
+ * slot it left part-read (see the top), and leaves some there. Only the
+ * readers' lock word, our own position line and the data are touched; no
+ * slot, no head, no coalescing. Returns the bytes taken, or 0: the general
+ * path takes the read (the lock is busy, another reader moved the position,
+ * the read would empty the slot, the end is armed or mid-peek).
+ */
+size_t up__ring_read_small(struct up_end *rd, void *buf, size_t len)
+{
+	struct up_pipe *p = rd->p;
+	uint32_t cur = 0, off;
+	uint64_t pos;
+
+	if (!rd->fin_valid || rd->armed || rd->peek_locked || up__is_broken(p))
+		return 0;
+	up__held_set(rd, UP_HELD_RLOCK);
+	/* [lock] acq: as in up__lock_take(); pairs with [lock] rel in
+	 * up__lock_drop(). Also [held] rel: pairs with [held] sc in
+	 * take_back(). */
+	if (!atomic_compare_exchange_strong_explicit(&p->ln->rlock.word, &cur, rd->lock_id,
+						    memory_order_acq_rel, memory_order_relaxed)) {
+		up__held_clear(rd, UP_HELD_RLOCK);
+		return 0;
+	}
+	/* relaxed: written only under the readers' lock we hold. */
+	pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
+	off = up__pos_off(pos);
+	if (!up__pos_own(rd) || pos != rd->pos_last || up__pos_tail(pos) != rd->fin_t ||
+	    off >= rd->fin_len || len >= rd->fin_len - off) {
+		up__lock_drop(rd, &p->ln->rlock.word);
+		return 0;
+	}
+	memcpy(buf, up__page_ptr(p, rd->fin_pg) + off, len);
+	/* [tail] rel: up__pos_store(); pairs with [tail] acq in
+	 * up__publish(). */
+	up__pos_store(rd, up__pos(rd->fin_t, off + (uint32_t)len));
+	up__lock_drop(rd, &p->ln->rlock.word);
+	rd->caught = false; /* data left: the streak stays as it is */
+	up__chain_wake(rd);
+	up__count(&rd->c.bytes_read, len);
+	up__count(&rd->c.reads, 1);
+	return len;
+}
+
 ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, size_t len)
 {
 	bool waited = false, whole;

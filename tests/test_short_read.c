@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_short_read.c - the reader's final-slot copy and up_read()'s short way
+ * (core/reader.c, up__ring_read_small()).
+ *
+ * A read cut short inside a slot that is no longer the last keeps the slot's
+ * page and len; the next small read of that end takes its bytes from there
+ * without loading the slot, head or anything the writer writes. These checks
+ * show that the short way gives the bytes of the stream in order and only
+ * while it may: after another reader moved the position, across the end of
+ * the slot, and after a peer rewrote the position.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "harness.h"
+#include "up_int.h"
+
+#define PAGE 4096u
+#define SEED 0x5407u
+
+static void make(struct up_end **w, struct up_end **r1, struct up_end **r2, struct up_pipe **pp)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+
+	up_config_init(&cfg);
+	cfg.capacity = 16 * PAGE;
+	cfg.page_size = PAGE;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	CHECK_OK(up_open(p, UP_WR, w));
+	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, r1));
+	if (r2)
+		CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, r2));
+	*pp = p;
+}
+
+/* Write @n bytes of the pattern from stream offset @off. */
+static void put(struct up_end *w, uint64_t off, size_t n)
+{
+	static unsigned char buf[4 * PAGE];
+
+	harness_fill(SEED, off, buf, n);
+	CHECK_EQ(up_write(w, buf, n), (ssize_t)n);
+}
+
+/* Read exactly @n bytes and check they are the stream's from @off. */
+static void get(struct up_end *r, uint64_t off, size_t n)
+{
+	static unsigned char buf[4 * PAGE];
+
+	memset(buf, 0, sizeof(buf));
+	CHECK_EQ(up_read(r, buf, n), (ssize_t)n);
+	CHECK_EQ(harness_verify(SEED, off, buf, n), (size_t)-1);
+}
+
+/* Small reads of whole pages behind the writer: all but each page's first
+ * and last go the short way, and every byte arrives once, in order. */
+static void small_reads_in_order(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+	struct up_stats st;
+	uint64_t off = 0;
+
+	make(&w, &r, NULL, &p);
+	put(w, 0, 3 * PAGE);
+	put(w, 3 * PAGE, 100); /* a fourth slot: the third is final */
+	for (; off + 100 <= 3 * PAGE; off += 100) {
+		get(r, off, 100);
+		/* Left inside a full page with a later slot: kept. */
+		if ((off + 100) % PAGE != 0)
+			CHECK(r->fin_valid);
+	}
+	get(r, off, 3 * PAGE + 100 - off);
+	CHECK_OK(up_stats(p, &st));
+	CHECK_EQ(st.bytes_read, 3 * PAGE + 100);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/* A read that reaches the end of the slot, or passes it, takes the general
+ * path and goes on into the next slot. */
+static void across_the_slot_end(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+
+	make(&w, &r, NULL, &p);
+	put(w, 0, 2 * PAGE);
+	put(w, 2 * PAGE, 100);
+	get(r, 0, 1000);
+	CHECK(r->fin_valid);
+	get(r, 1000, PAGE - 1000); /* exactly to the end */
+	get(r, PAGE, 1000);
+	CHECK(r->fin_valid);
+	get(r, PAGE + 1000, PAGE - 1000 + 100); /* across into the last slot */
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/* Two readers take turns inside one slot: each sees the other's bytes gone,
+ * never a byte twice. */
+static void two_readers_take_turns(void)
+{
+	struct up_end *w, *r1, *r2;
+	struct up_pipe *p;
+	uint64_t off = 0;
+
+	make(&w, &r1, &r2, &p);
+	put(w, 0, 2 * PAGE);
+	put(w, 2 * PAGE, 100);
+	get(r1, off, 100), off += 100;
+	CHECK(r1->fin_valid);
+	get(r2, off, 100), off += 100;
+	CHECK(r2->fin_valid);
+	get(r1, off, 100), off += 100; /* r1's copy is stale: r2 moved pos */
+	get(r1, off, 100), off += 100;
+	get(r2, off, 100), off += 100;
+	up_close(w);
+	up_close(r1);
+	up_close(r2);
+	up_pipe_release(p);
+}
+
+/* The last slot grows while the writer appends to it: a read cut short
+ * there keeps no copy of its len, and the bytes appended later are read. */
+static void last_slot_not_kept(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+
+	make(&w, &r, NULL, &p);
+	put(w, 0, 100);
+	get(r, 0, 50);
+	CHECK(!r->fin_valid);
+	put(w, 100, 100); /* merged into the same slot */
+	get(r, 50, 150);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/* A peer rewrites the position behind the reader's back: the short way
+ * does not trust its copy, and the general path finds the violation. */
+static void rewritten_position(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+	unsigned char buf[100];
+	uint64_t pos;
+
+	make(&w, &r, NULL, &p);
+	put(w, 0, 2 * PAGE);
+	put(w, 2 * PAGE, 100);
+	get(r, 0, 100);
+	CHECK(r->fin_valid);
+	pos = atomic_load(&p->ln->cons.pos);
+	atomic_store(&p->ln->cons.pos, up__pos(up__pos_tail(pos), 50));
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), -EPROTO);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+int main(void)
+{
+	RUN(small_reads_in_order);
+	RUN(across_the_slot_end);
+	RUN(two_readers_take_turns);
+	RUN(last_slot_not_kept);
+	RUN(rewritten_position);
+	return 0;
+}

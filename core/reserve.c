@@ -180,7 +180,15 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 		if (r < 0)
 			return r;
 	}
-	return resv_pages_give(w, len, want_pages, iov, iovcnt);
+	r = (int)resv_pages_give(w, len, want_pages, iov, iovcnt);
+	/* A large fill: readers that run out meanwhile spin for it. */
+	if (w->resv_bytes >= UP_CHUNK_BYTES) {
+		/* relaxed: a hint (shm_layout.h). */
+		atomic_store_explicit(&p->ln->prod.fill_until, up__now_ns() + UP_SPIN_INSIDE_NS,
+				      memory_order_relaxed);
+		w->resv_fill = true;
+	}
+	return (ssize_t)w->resv_bytes;
 }
 
 int up__ring_commit(struct up_end *w, size_t n)
@@ -219,6 +227,7 @@ int up__ring_commit(struct up_end *w, size_t n)
 		return r;
 	w->resv_pages = 0;
 	w->resv_bytes = 0;
+	up__resv_fill_end(w);
 	if (r < 0)
 		return r;
 	up__count(&w->c.bytes_written, bytes);

@@ -112,7 +112,13 @@ struct up_shm_state {
  * readers polling for data. */
 struct up_shm_prod {
 	_Atomic uint32_t head; /* free-running slot index: next slot to fill */
-	uint8_t pad_[UP_CACHELINE - 4];
+	uint32_t pad0_;
+	/* CLOCK_MONOTONIC ns until which a writer is filling a large
+	 * reservation (reserve.c), so a reader waiting for data spins on
+	 * rather than sleeps (wait.c). A hint, stored outside the lock: any
+	 * value is harmless, and a stale one expires by itself. */
+	_Atomic uint64_t fill_until;
+	uint8_t pad_[UP_CACHELINE - 16];
 };
 
 /* Consumer line: written only by readers, under the readers' lock; read by

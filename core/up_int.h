@@ -119,6 +119,9 @@ struct up_pipe {
 #define UP_SPIN_INIT_NS  20000u /* first spin budget before sleeping */
 #define UP_SPIN_MIN_NS   10000u
 #define UP_SPIN_MAX_NS   50000u
+/* The longest spin while the other side is inside a call that ends the
+ * wait (wait.c, peer_inside()): a reader's work on a pipe's worth. */
+#define UP_SPIN_INSIDE_NS 500000u
 
 struct up_end {
 	struct up_pipe *p;
@@ -142,6 +145,7 @@ struct up_end {
 	/* The reservation is the room at the end of the last live page, and
 	 * this end holds the writers' lock until commit (see reserve_merge()). */
 	bool resv_merge;
+	bool resv_fill;       /* this reservation stored prod.fill_until */
 	/* Where a merge reservation's room is: the slot's index, its page and
 	 * its len when reserved. Commit finds the same or fails (-EPROTO). */
 	uint32_t resv_head, resv_pg, resv_len;

@@ -100,8 +100,31 @@ static void spin_release(struct up_shm_wait *wl)
 	atomic_store_explicit(&wl->spin_until, 0, memory_order_relaxed);
 }
 
+/*
+ * The other side is inside a call that ends in what we wait for: a writer
+ * waiting for pages while a reader holds the readers' lock (mid-copy, or
+ * between a peek and its consume), whose pages come back when it lets go;
+ * a reader waiting for data while a writer fills a reservation of a chunk
+ * or more (prod.fill_until, reserve.c), which its commit publishes. Such a
+ * wait is as long as the other side's work on a pipe's worth: longer than
+ * the adaptive budget, shorter than a sleep and its wake are worth.
+ */
+static bool peer_inside(struct up_end *e, struct up_shm_wait *wl, uint64_t now)
+{
+	struct up_pipe *p = e->p;
+
+	/* relaxed: a hint to keep spinning; ready() decides. */
+	if (wl == &p->ln->wr_wait)
+		return (atomic_load_explicit(&p->ln->rlock.word, memory_order_relaxed) &
+			~UP_LOCK_WAITERS) != 0;
+	/* relaxed: a hint, as above. */
+	return atomic_load_explicit(&p->ln->prod.fill_until, memory_order_relaxed) > now;
+}
+
 /* Spin for the end's adaptive budget while it holds the line's spin
- * window; otherwise look once and yield. 1 ready, 0 not, or an error. */
+ * window, and on up to UP_SPIN_INSIDE_NS while the other side is inside a
+ * call that ends the wait (peer_inside()); otherwise look once and yield.
+ * 1 ready, 0 not, or an error. */
 static int spin_for(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct up_end *))
 {
 	uint64_t t0 = up__now_ns();
@@ -126,8 +149,13 @@ static int spin_for(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struc
 			e->spin_ns = e->spin_ns * 2 < UP_SPIN_MAX_NS ? e->spin_ns * 2 : UP_SPIN_MAX_NS;
 			return r;
 		}
-		if ((i & 31) == 31 && up__now_ns() - t0 > e->spin_ns)
-			break;
+		if ((i & 31) == 31) {
+			uint64_t el = up__now_ns() - t0;
+
+			if (el > e->spin_ns &&
+			    (el > UP_SPIN_INSIDE_NS || !peer_inside(e, wl, t0 + el)))
+				break;
+		}
 		up__cpu_relax();
 	}
 	spin_release(wl);

@@ -292,6 +292,7 @@ void up__claim_next_page(struct up_end *w)
 /* Forget the current reservation, if any, without publishing it. */
 void up__resv_cancel(struct up_end *w)
 {
+	up__resv_fill_end(w);
 	if (w->resv_merge) {
 		w->resv_merge = false;
 		up__wlock_drop(w);

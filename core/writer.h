@@ -21,6 +21,16 @@ void up__claim_next_page(struct up_end *w);
 void up__resv_cancel(struct up_end *w);
 
 
+/* A large reservation is committed or dropped: its fill hint goes. */
+static inline void up__resv_fill_end(struct up_end *w)
+{
+	if (w->resv_fill) {
+		w->resv_fill = false;
+		/* relaxed: a hint (shm_layout.h). */
+		atomic_store_explicit(&w->p->ln->prod.fill_until, 0, memory_order_relaxed);
+	}
+}
+
 /* Publish the merged bytes by growing @s's len to @len; drop the lock. */
 static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
 {

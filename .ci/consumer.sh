@@ -4,6 +4,8 @@
 #   2. build examples/consumer against the installed package with find_package
 #      (shared and static targets) and with pkg-config (shared, and static via
 #      `pkg-config --static`), and run every binary;
+#      every consumer's malloc must bind to libc (examples/consumer/check_malloc.sh:
+#      the static library never brings jemalloc into the host);
 #   3. render `man uringpipe` and `man up_write` from the installed man pages;
 #   4. configure and build a fresh clone out of tree and check that its source
 #      tree stays clean (`git status --porcelain --ignored` is empty).
@@ -49,6 +51,17 @@ for f in liburingpipe.a pkgconfig/uringpipe.pc cmake/uringpipe/uringpipeConfig.c
 	cmake/uringpipe/uringpipeConfigVersion.cmake cmake/uringpipe/uringpipeTargets.cmake; do
 	[ -f "$libdir/$f" ] || fail "$libdir/$f not installed"
 done
+# Debian: the multiarch libdir for every prefix (cmake/UpLibdir.cmake).
+multiarch=$("$cc" -print-multiarch 2>/dev/null || true)
+if [ -f /etc/debian_version ] && [ -n "$multiarch" ]; then
+	[ "$libdir" = "$prefix/lib/$multiarch" ] || fail "libdir is $libdir, not $prefix/lib/$multiarch"
+fi
+for f in README.md CHANGELOG.md LICENSE DESIGN.md DESIGN-NOTES.md examples/two_threads.c \
+	examples/consumer/main.c examples/consumer/CMakeLists.txt; do
+	[ -f "$prefix/share/doc/uringpipe/$f" ] || fail "share/doc/uringpipe/$f not installed"
+done
+# The packages' copyright files come only with CPack's component installs.
+[ ! -e "$prefix/share/doc/liburingpipe0" ] || fail "a plain install has share/doc/liburingpipe0"
 soname=$(readelf -d "$so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = liburingpipe.so.0 ] || fail "SONAME is '$soname'"
 # Only the public API is exported (core/uringpipe.map).
@@ -85,6 +98,18 @@ static_libs=${static_libs/-luringpipe/-l:liburingpipe.a}
 if readelf -d "$tmp/consumer-pc-static" | grep -q 'liburingpipe\.so'; then
 	fail "static pkg-config consumer depends on liburingpipe.so"
 fi
+
+step "every consumer's malloc binds to libc (LD_DEBUG=bindings)"
+check=$root/examples/consumer/check_malloc.sh
+for b in consumer-cmake/consumer_static consumer-pc-static; do
+	"$check" "$tmp/$b" || fail "$b: the host's malloc is not libc's"
+	if readelf -d "$tmp/$b" | grep -q 'libjemalloc'; then
+		fail "$b links libjemalloc"
+	fi
+done
+for b in consumer-cmake/consumer consumer-pc; do
+	LD_LIBRARY_PATH=$libdir "$check" "$tmp/$b" || fail "$b: the host's malloc is not libc's"
+done
 
 step "man pages render after install"
 check_man() { # check_man <page> <expected text>

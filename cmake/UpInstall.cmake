@@ -6,10 +6,17 @@
 # files under <libdir>/cmake/uringpipe:
 #   find_package(uringpipe)  ->  uringpipe::uringpipe         (shared)
 #                                uringpipe::uringpipe_static  (static)
-# The libraries link liburing, libnuma and jemalloc PRIVATE. The shared
-# library carries them as DT_NEEDED, so its consumers need nothing else; the
-# static one exports them as $<LINK_ONLY:...> and uringpipeConfig.cmake finds
-# them again (pkg-config), the way zstd's and nng's configs do.
+# The libraries link liburing and libnuma PRIVATE, the shared one jemalloc
+# too. The shared library carries them as DT_NEEDED, so its consumers need
+# nothing else; the static one (built without jemalloc, so that it never
+# brings another malloc into the host: CMakeLists.txt) exports them as
+# $<LINK_ONLY:...> and uringpipeConfig.cmake finds them again (pkg-config),
+# the way zstd's and nng's configs do. Docs, examples and the changelog go
+# to <docdir> (share/doc/uringpipe).
+#
+# Components, one per Debian package (cmake/UpPackage.cmake): lib (the
+# shared library), dev (headers, the .so link, the static library, .pc,
+# CMake package, man3/man7, docs, examples), tools (tools/: uringpipe-cat).
 include(CMakePackageConfigHelpers)
 
 set(UP_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/uringpipe)
@@ -41,26 +48,27 @@ endif()
 
 install(TARGETS uringpipe uringpipe_static
   EXPORT uringpipeTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lib NAMELINK_COMPONENT dev
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT lib)
 install(FILES ${PROJECT_SOURCE_DIR}/include/uringpipe.h
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 install(FILES ${PROJECT_BINARY_DIR}/include/uringpipe/version.h
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/uringpipe)
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/uringpipe COMPONENT dev)
 # up_uring_prep_poll() exists only in a build with liburing.
 if(UP_WITH_URING)
   install(FILES ${PROJECT_SOURCE_DIR}/include/uringpipe/uring.h
-    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/uringpipe)
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/uringpipe COMPONENT dev)
 endif()
 
 install(EXPORT uringpipeTargets
   NAMESPACE uringpipe::
   FILE uringpipeTargets.cmake
-  DESTINATION ${UP_CMAKE_DIR})
+  DESTINATION ${UP_CMAKE_DIR} COMPONENT dev)
 
-# Booleans for the config template: which private dependencies to find again.
-foreach(_dep URING NUMA JEMALLOC)
+# Booleans for the config template: which private dependencies of the
+# static library to find again (it never links jemalloc).
+foreach(_dep URING NUMA)
   if(UP_WITH_${_dep})
     set(UP_CONFIG_WITH_${_dep} ON)
   else()
@@ -75,7 +83,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/uringpipeConfigVersion.cm
   COMPATIBILITY SameMajorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/uringpipeConfig.cmake
   ${PROJECT_BINARY_DIR}/uringpipeConfigVersion.cmake
-  DESTINATION ${UP_CMAKE_DIR})
+  DESTINATION ${UP_CMAKE_DIR} COMPONENT dev)
 
 # uringpipe.pc. Relocatable: paths are relative to the .pc file itself
 # (${pcfiledir}), so `cmake --install --prefix X` and DESTDIR both work
@@ -87,9 +95,8 @@ endif()
 if(UP_WITH_NUMA)
   list(APPEND UP_PC_REQUIRES_PRIVATE numa)
 endif()
-if(UP_WITH_JEMALLOC)
-  list(APPEND UP_PC_REQUIRES_PRIVATE jemalloc)
-endif()
+# No jemalloc: the static library is built without it, and the shared
+# library's own dependencies are not its consumers' business.
 string(REPLACE ";" ", " UP_PC_REQUIRES_PRIVATE "${UP_PC_REQUIRES_PRIVATE}")
 if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
   set(UP_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
@@ -109,11 +116,24 @@ endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/uringpipe.pc.in
   ${PROJECT_BINARY_DIR}/uringpipe.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/uringpipe.pc
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 
 # Man pages: uringpipe(7) and one page per call or family in man3; the
 # aliases are `.so` stubs (as liburing ships them).
 file(GLOB UP_MAN3 CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/man/*.3)
 file(GLOB UP_MAN7 CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/man/*.7)
-install(FILES ${UP_MAN3} DESTINATION ${CMAKE_INSTALL_MANDIR}/man3)
-install(FILES ${UP_MAN7} DESTINATION ${CMAKE_INSTALL_MANDIR}/man7)
+install(FILES ${UP_MAN3} DESTINATION ${CMAKE_INSTALL_MANDIR}/man3 COMPONENT dev)
+install(FILES ${UP_MAN7} DESTINATION ${CMAKE_INSTALL_MANDIR}/man7 COMPONENT dev)
+
+# Docs under <docdir> (share/doc/uringpipe): the README, the design and its
+# notes, the changelog, the licence, and the example programs as sources
+# (with the consumer, a CMake project that builds against the installed
+# package: examples/consumer/CMakeLists.txt).
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md
+  ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/docs/DESIGN.md
+  ${PROJECT_SOURCE_DIR}/docs/DESIGN-NOTES.md
+  DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT dev)
+file(GLOB UP_EXAMPLES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/examples/*.c)
+install(FILES ${UP_EXAMPLES} DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples COMPONENT dev)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/consumer
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples COMPONENT dev)

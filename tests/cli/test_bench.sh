@@ -67,16 +67,16 @@ expect_eq "bench --vs all: exit" "$?" 0
 sed 's/^/    /' "$T/vs"
 # The throughput row: size, then MB/s and ratio per transport, in the order
 # of the header; each ratio is its MB/s over the pipe's (rounded figures).
-if awk '$1 == "size" && !hdr { hdr = NF; for (i = 2; i <= NF; i++) name[i] = $i; next }
+# (awk runs END after an exit in a rule, and END's exit wins: keep a flag.)
+if awk '$1 == "size" && !hdr { hdr = NF; next }
 	$1 == "4K" && hdr && !row { row = 1
-		if (NF != 1 + 2 * (hdr - 1)) exit 1
+		if (NF != 1 + 2 * (hdr - 1)) bad = 1
 		k = $2
 		for (i = 2; i <= NF; i += 2) {
-			if ($i !~ /^[0-9]+$/ || $i <= 0 || $(i + 1) !~ /^[0-9]+\.[0-9][0-9]$/) exit 1
-			r = $i / k; if (r - $(i + 1) > 0.02 * r + 0.01 || $(i + 1) - r > 0.02 * r + 0.01) exit 1
-		}
-		exit 0 }
-	END { exit !row }' "$T/vs"; then
+			if ($i !~ /^[0-9]+$/ || $i <= 0 || $(i + 1) !~ /^[0-9]+\.[0-9][0-9]$/) bad = 1
+			r = $i / k; if (r - $(i + 1) > 0.02 * r + 0.01 || $(i + 1) - r > 0.02 * r + 0.01) bad = 1
+		} }
+	END { exit bad || !row }' "$T/vs"; then
 	ok "bench --vs: the 4K row has MB/s and a ratio for every transport"
 else
 	fail "bench --vs: no well-formed 4K throughput row"
@@ -126,9 +126,13 @@ for g in 100 300; do
 	if awk -v g="$g" '$1 == "gap" { on = ($2 == g); next }
 		on && $2 ~ /^(blocking|epoll)$/ {
 			if ($3 !~ /^[0-9.]+$/ || $4 !~ /^[0-9.]+$/ || $3 <= 0 || $4 < $3 || $5 < $4)
-				exit 1
+				bad = 1
+			if ($1 == "pipe") { k50[$2] = $3; k99[$2] = $4 }
+			# the ratios to the pipe with the same reader (rounded figures)
+			r = $3 / k50[$2]; if (r - $6 > 0.05 * r + 0.02 || $6 - r > 0.05 * r + 0.02) bad = 1
+			r = $4 / k99[$2]; if (r - $7 > 0.05 * r + 0.02 || $7 - r > 0.05 * r + 0.02) bad = 1
 			n[$1 " " $2] = 1 }
-		END { c = 0; for (k in n) c++; exit c != 14 }' "$T/sp"; then
+		END { c = 0; for (k in n) c++; exit bad || c != 14 }' "$T/sp"; then
 		ok "bench --sparse: gap $g us has p50 <= p99 <= max for 7 transports x 2 readers"
 	else
 		fail "bench --sparse: gap $g us: not every transport and reader has p50/p99/max"
@@ -144,8 +148,12 @@ assert d["mode"] == "sparse" and [g["gap_us"] for g in d["gaps"]] == [150]
 res = d["gaps"][0]["results"]
 assert {(r["transport"], r["reader"]) for r in res} == {
     (t, k) for t in ("kernel", "uringpipe", "uringpipe_zc") for k in ("blocking", "epoll")}
+k = {r["reader"]: r for r in res if r["transport"] == "kernel"}
 for r in res:
     assert len(r["p50_runs"]) == 2 and 0 < r["p50_us"] <= r["p99_us"] <= r["max_us"], r
+    for p in ("p50", "p99"):
+        want = r[p + "_us"] / k[r["reader"]][p + "_us"]
+        assert abs(r["ratio_" + p] - want) < 1e-3 * want + 1e-3, (r, want)
 PY
 	expect_eq "bench --sparse --json: p50/p99/max per transport and reader" "$?" 0
 fi

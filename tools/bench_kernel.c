@@ -151,6 +151,16 @@ void bench_kernel_probe(const struct opts *o, struct env *env)
 {
 	int fds[2];
 
+#ifdef UP_CAT_HAVE_URING
+	if (o->on[T_PIPE_URING]) {
+		struct io_uring ring;
+		int r = io_uring_queue_init(RING_ENTRIES, &ring, 0);
+		if (r < 0) /* a seccomp profile, io_uring_disabled */
+			bench_die("--vs pipe-uring: io_uring refused here: %s", strerror(-r));
+		io_uring_queue_exit(&ring);
+	}
+#endif
+
 	if (o->on[T_UNIX]) {
 		open_unix(o->capacity, fds);
 		env->unix_buf[0] = sock_get(fds[1], SO_SNDBUF);

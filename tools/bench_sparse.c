@@ -3,8 +3,9 @@
  * bench_sparse.c - `uringpipe-cat --bench --sparse`: how long a sparse
  * message takes from its writer to its reader.
  *
- * One writer thread (on the first CPU) writes a 64-byte message every
- * --gap µs, paced by absolute CLOCK_MONOTONIC deadlines: each message
+ * One writer thread (on the first CPU) writes a 64-byte message --gap µs
+ * after its last write began (an absolute CLOCK_MONOTONIC deadline; a late
+ * wake-up delays the rest rather than bunching them up): each message
  * carries the writer's clock read just before its write and its sequence
  * number. One reader thread (on the second CPU) reads whole messages and
  * records, per message, its own clock after the last byte arrived minus
@@ -111,7 +112,7 @@ static void *sp_writer(void *arg)
 	struct sp_run *sr = arg;
 	struct worker *w = &sr->ws[0];
 	unsigned char msg[SPARSE_MSG];
-	uint64_t t0;
+	uint64_t stamp;
 
 	sp_pin(sr->env, 0);
 	/* The deadlines are met to the µs, not to the default 50 µs slack. */
@@ -122,9 +123,12 @@ static void *sp_writer(void *arg)
 	}
 	bench_pattern_fill(msg, 0, sizeof(msg), w->sh->key);
 	pthread_barrier_wait(&w->sh->bar);
-	t0 = now_ns();
+	stamp = now_ns();
 	for (unsigned i = 0; i < sr->nmsg; i++) {
-		uint64_t dl = t0 + (uint64_t)(i + 1) * sr->gap_ns, stamp, seq = i;
+		/* A gap from the last write, not from a schedule: a writer woken
+		 * late must not catch up with a burst the reader, awake for the
+		 * first message, would take without sleeping. */
+		uint64_t dl = stamp + sr->gap_ns, seq = i;
 		struct timespec ts = {(time_t)(dl / 1000000000u), (long)(dl % 1000000000u)};
 		size_t done = 0;
 

@@ -84,9 +84,7 @@ uint64_t bench_byte_sum(const unsigned char *p, size_t n)
 	return s;
 }
 
-/* @p is the writer's own buffer, not const only so that kernel_rw() can
- * serve both directions. */
-static ssize_t do_write(struct worker *w, void *p, size_t n)
+static ssize_t do_write(struct worker *w, const void *p, size_t n)
 {
 	if (w->sh->t == T_URING_ZC)
 		return zc_write(w, p, n);

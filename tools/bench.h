@@ -8,6 +8,9 @@
  *   bench_opts.c    its options and --bench --help;
  *   bench_probe.c   what the machine and the library turn out to be;
  *   bench_workers.c the writer and reader threads of one run;
+ *   bench_kernel.c  the kernel transports --vs adds: a pipe driven by io_uring,
+ *                   a vmsplice() writer, AF_UNIX and TCP stream sockets;
+ *   bench_sparse.c  --sparse: write-to-read latency of sparse 64-byte messages;
  *   bench_run.c     one run (set-up, watchdog, results), calibration, and
  *                   every size of one writers x readers configuration;
  *   bench_proc.c    --processes: one run with every worker a process, the
@@ -34,14 +37,23 @@
 #define MAX_REPEAT 100
 
 enum transport { T_KERNEL = CAT_T_KERNEL, T_URING = CAT_T_URING, T_URING_ZC = CAT_T_URING_ZC,
-		 T_COUNT = CAT_T_COUNT };
+		 T_PIPE_URING = CAT_T_PIPE_URING, T_VMSPLICE = CAT_T_VMSPLICE, T_UNIX = CAT_T_UNIX,
+		 T_TCP = CAT_T_TCP, T_COUNT = CAT_T_COUNT };
+/* The JSON's names (T_KERNEL stays "kernel", as before --vs). */
 extern const char *const bench_tname[T_COUNT];
+/* The table's names: what --vs takes for the kernel ones. */
+extern const char *const bench_tlabel[T_COUNT];
 
-/* Either flavour of uringpipe endpoint. */
+/* Either flavour of uringpipe endpoint; every other transport is a file
+ * descriptor (w->fd). */
 static inline bool is_up(enum transport t)
 {
-	return t != T_KERNEL;
+	return t == T_URING || t == T_URING_ZC;
 }
+
+#define READ_SIZE_MAX UINT64_MAX /* --read-size max: up to the capacity */
+#define MAX_GAPS      8
+#define SPARSE_MSG    64 /* --sparse message bytes */
 
 struct opts {
 	uint64_t sizes[MAX_SIZES];
@@ -56,7 +68,21 @@ struct opts {
 	uint64_t lat_every; /* 0: automatic */
 	double run_time;    /* target seconds per timed run when calibrating */
 	double timeout;     /* seconds per run; 0: automatic */
+	uint64_t read_size; /* bytes a reader asks for per call: 0 the write size,
+			     * READ_SIZE_MAX the capacity */
+	bool on[T_COUNT];   /* transports that run: both uringpipe ones, the
+			     * kernel pipe, and what --vs adds */
+	bool sparse;        /* --sparse instead of the throughput runs */
+	unsigned gaps[MAX_GAPS], ngaps; /* --sparse gaps, µs */
 };
+
+/* The reader's bytes per call for @size-byte writes (--read-size). */
+static inline uint64_t bench_read_size(const struct opts *o, uint64_t size)
+{
+	if (o->read_size == READ_SIZE_MAX)
+		return o->capacity;
+	return o->read_size ? o->read_size : size;
+}
 
 /* What the machine and the library turned out to be, found once at start. */
 struct env {
@@ -69,6 +95,10 @@ struct env {
 	int numa_node;
 	size_t up_capacity, up_page;
 	double clock_ns;   /* cost of one clock_gettime(CLOCK_MONOTONIC) */
+	/* --vs unix/tcp: SO_SNDBUF and SO_RCVBUF read back after asking for
+	 * the capacity (the kernel caps them at wmem_max/rmem_max unless we
+	 * may force them); 0 when the transport does not run. */
+	long unix_buf[2], tcp_buf[2];
 };
 
 /* A 1 x 1 run is pinned, writer and reader on two CPUs, when it may be. */
@@ -104,8 +134,13 @@ struct worker {
 	unsigned idx;
 	int fd;             /* kernel transport */
 	struct up_end *end; /* uringpipe transport */
+	void *ring;         /* pipe-uring: this thread's io_uring */
+	unsigned char *vbuf; /* vmsplice writer: the rotating buffers */
+	size_t vlen, voff;
 	unsigned char *buf;
-	size_t buflen;
+	size_t buflen;      /* a reader's: its bytes per call (--read-size) */
+	uint64_t sum;       /* reader: sum of every byte it read; writer, in a
+			     * verification pass: of every byte it wrote */
 	unsigned char *scratch; /* reader, verify pass: expected bytes */
 	uint64_t quota;         /* writer: bytes to write */
 	uint64_t moved;         /* bytes written or read */
@@ -155,6 +190,7 @@ struct row {
 	double lmax[T_COUNT];
 	double sys_gib[T_COUNT][MAX_REPEAT];
 	uint64_t syscalls[T_COUNT][MAX_REPEAT];
+	uint64_t rcalls[T_COUNT][MAX_REPEAT], wcalls[T_COUNT][MAX_REPEAT]; /* readers', writers' */
 	size_t nlat[T_COUNT];
 	uint64_t every[T_COUNT];
 	struct up_stats st[MAX_REPEAT];
@@ -219,11 +255,38 @@ void bench_probe(uint64_t capacity, struct env *env);
 
 /* Byte at stream offset o is byte (o & 7) of mix64((o >> 3) + key). */
 void bench_pattern_fill(unsigned char *dst, uint64_t off, size_t n, uint64_t key);
+/* The sum of @n bytes: what every reader computes over what it reads, as a
+ * consumer that uses the bytes would touch them. */
+uint64_t bench_byte_sum(const unsigned char *p, size_t n);
 /* A worker thread's body: waits on the barrier, writes its quota or reads
  * to EOF, closes its end. */
 void bench_worker_main(struct worker *w);
 /* Closes the worker's end of the pipe, if still open. */
 void bench_close_end(struct worker *w);
+
+/* ----------------------------------------------------------- bench_kernel.c */
+
+/* Makes the file descriptors of a run of kernel transport rn->t, one per
+ * worker (w->fd); dies on failure. */
+void bench_kernel_open(struct run *rn);
+/* In the worker's thread, before the start line: its io_uring (pipe-uring)
+ * or its rotating buffers (vmsplice writer). 0, or -errno in w->err. */
+int bench_kernel_thread_init(struct worker *w);
+/* One write or read system call (for pipe-uring one io_uring_enter()) on a
+ * kernel transport: bytes, 0 at EOF, or -errno. EINTR is retried, and each
+ * retry counted in w->calls. */
+ssize_t bench_kernel_write(struct worker *w, const void *p, size_t n);
+ssize_t bench_kernel_read(struct worker *w, void *p, size_t n);
+/* Closes w->fd and frees what bench_kernel_thread_init() made. */
+void bench_kernel_close(struct worker *w);
+/* Fills env->unix_buf and env->tcp_buf for the transports in o->on. */
+void bench_kernel_probe(const struct opts *o, struct env *env);
+
+/* ----------------------------------------------------------- bench_sparse.c */
+
+/* --sparse: every gap, alternating transports and readers per round; prints
+ * the table or the JSON. Exits 1 when a run fails. */
+void bench_sparse(const struct opts *o, const struct env *env);
 
 /* ------------------------------------------------------------ bench_run.c */
 
@@ -271,7 +334,14 @@ void bench_proc_free(struct run *rn);
 
 /* ------------------------------------------------------------ bench_out.c */
 
+/* The median of @n values (n <= MAX_REPEAT); 0 for none. */
+double bench_median(const double *v, unsigned n);
 void bench_print_header(const struct opts *o, const struct env *env);
+/* The --vs socket buffers as they turned out (a line each), for the header. */
+void bench_print_vs_note(const struct opts *o, const struct env *env);
+/* The JSON members "read_size_option", "transports" and the socket buffers,
+ * without a leading comma. */
+void bench_json_transports(const struct opts *o, const struct env *env);
 void bench_print_table(const struct opts *o, const struct env *env, const struct config *cf);
 void bench_print_footer(const struct opts *o);
 void bench_print_json(const struct opts *o, const struct env *env, const struct config *cf,

@@ -2,8 +2,8 @@
 /*
  * bench_opts.c - the options of `uringpipe-cat --bench` and its --help.
  *
- * Sizes use the CLI's syntax (cat_size.c). A bad option prints the message,
- * then the whole usage, and exits 2.
+ * Sizes use the CLI's syntax (cat_size.c). A bad option prints one line,
+ * the message and where the usage is, and exits 2.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -41,11 +41,24 @@ static void usage(FILE *f)
 "  per-write latency and system calls per GiB, medians of alternating runs.\n"
 "\n"
 "  --sizes LIST     write sizes, comma separated (default 100,4K,64K,1M)\n"
+"  --read-size N    bytes a reader asks for per call, every transport (the\n"
+"                   zero-copy reader: uses and consumes per peek); default\n"
+"                   the write size; 'max': up to the capacity\n"
+"  --vs LIST        kernel transports beside uringpipe, comma separated, in\n"
+"                   the same alternating rounds: pipe (always: the ratios'\n"
+"                   reference), pipe-uring (the pipe through io_uring READ/\n"
+"                   WRITE), vmsplice (the writer vmsplice()s), unix (AF_UNIX\n"
+"                   socketpair), tcp (127.0.0.1); buffers set to --capacity\n"
+"  --sparse         message latency instead of throughput: 64-byte messages\n"
+"                   every --gap us, CLOCK_MONOTONIC from the write to the read,\n"
+"                   a blocking and an epoll reader; p50, p99, max\n"
+"  --gap LIST       --sparse gaps in us, comma separated (default 50,200,1000)\n"
 "  --capacity N     pipe capacity for both transports (default 1M);\n"
 "                   the kernel pipe gets F_SETPIPE_SZ\n"
 "  --bytes N        bytes per run for every size and transport (default:\n"
 "                   calibrated per transport and size to last --time)\n"
-"  --time SEC       target seconds per timed run when calibrating (0.4)\n"
+"  --time SEC       target seconds per timed run when calibrating (0.4);\n"
+"                   --sparse: seconds of messages per run\n"
 "  --repeat R       timed runs per transport and size (default 3)\n"
 "  --writers W      writer threads (default 1); each writes bytes/W\n"
 "  --readers R      reader threads (default 1)\n"
@@ -77,8 +90,7 @@ static void bad_usage(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fputs("\n\n", stderr);
-	usage(stderr);
+	fputs(" (uringpipe-cat --bench --help for the options)\n", stderr);
 	exit(2);
 }
 
@@ -133,10 +145,60 @@ static void parse_sizes(const char *arg, struct opts *o)
 	free(copy);
 }
 
+/* The --vs names, the table's labels of the kernel transports. */
+static const enum transport vs_t[] = {T_KERNEL, T_PIPE_URING, T_VMSPLICE, T_UNIX, T_TCP};
+
+static void parse_vs(const char *arg, struct opts *o)
+{
+	char *copy = strdup(arg), *save = NULL, *tok;
+
+	if (!copy)
+		bench_die("out of memory");
+	if (*arg == '\0' || *arg == ',' || arg[strlen(arg) - 1] == ',' || strstr(arg, ",,"))
+		bad_usage("--vs: empty item in '%s'", arg);
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		unsigned i;
+		for (i = 0; i < sizeof(vs_t) / sizeof(vs_t[0]); i++)
+			if (strcmp(tok, bench_tlabel[vs_t[i]]) == 0)
+				break;
+		if (i == sizeof(vs_t) / sizeof(vs_t[0]))
+			bad_usage("--vs: '%s' is not one of pipe, pipe-uring, vmsplice, unix, tcp",
+				  tok);
+#ifndef UP_CAT_HAVE_URING
+		if (vs_t[i] == T_PIPE_URING)
+			bad_usage("--vs: pipe-uring needs io_uring, and this build has no liburing");
+#endif
+		o->on[vs_t[i]] = true;
+	}
+	free(copy);
+}
+
+static void parse_gaps(const char *arg, struct opts *o)
+{
+	char *copy = strdup(arg), *save = NULL, *tok;
+
+	if (!copy)
+		bench_die("out of memory");
+	if (*arg == '\0' || *arg == ',' || arg[strlen(arg) - 1] == ',' || strstr(arg, ",,"))
+		bad_usage("--gap: empty item in '%s'", arg);
+	o->ngaps = 0;
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		uint64_t v;
+		if (o->ngaps == MAX_GAPS)
+			bad_usage("--gap: at most %d gaps", MAX_GAPS);
+		if (cat_parse_uint(tok, &v, 10) < 0 || v < 1 || v > 1000000)
+			bad_usage("--gap: '%s' must be 1..1000000 us", tok);
+		o->gaps[o->ngaps++] = (unsigned)v;
+	}
+	free(copy);
+}
+
 void bench_parse_args(int argc, char **argv, struct opts *o)
 {
 	enum { O_SIZES = 256, O_CAP, O_BYTES, O_REPEAT, O_WRITERS, O_READERS,
-	       O_JSON, O_SEED, O_LAT, O_TIME, O_TIMEOUT, O_SWEEP, O_PRESSURE, O_REPORT, O_PROCS };
+	       O_JSON, O_SEED, O_LAT, O_TIME, O_TIMEOUT, O_SWEEP, O_PRESSURE, O_REPORT, O_PROCS,
+	       O_READ_SIZE, O_VS, O_SPARSE, O_GAP };
+	const char *read_size = NULL;
 	static const struct option lo[] = {
 		{"sizes", required_argument, NULL, O_SIZES},
 		{"capacity", required_argument, NULL, O_CAP},
@@ -153,6 +215,10 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 		{"processes", no_argument, NULL, O_PROCS},
 		{"memory-pressure", no_argument, NULL, O_PRESSURE},
 		{"report", required_argument, NULL, O_REPORT},
+		{"read-size", required_argument, NULL, O_READ_SIZE},
+		{"vs", required_argument, NULL, O_VS},
+		{"sparse", no_argument, NULL, O_SPARSE},
+		{"gap", required_argument, NULL, O_GAP},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -172,6 +238,11 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 	o->readers = 1;
 	o->seed = 1;
 	o->run_time = 0.4;
+	o->on[T_KERNEL] = o->on[T_URING] = o->on[T_URING_ZC] = true;
+	o->gaps[0] = 50;
+	o->gaps[1] = 200;
+	o->gaps[2] = 1000;
+	o->ngaps = 3;
 
 	opterr = 0; /* we print our own message, then the usage */
 	while ((c = getopt_long(argc, argv, ":vh", lo, NULL)) != -1) {
@@ -231,6 +302,18 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 				bad_usage("--report: empty file name");
 			o->report = optarg;
 			break;
+		case O_READ_SIZE:
+			read_size = optarg; /* checked against the final --capacity */
+			break;
+		case O_VS:
+			parse_vs(optarg, o);
+			break;
+		case O_SPARSE:
+			o->sparse = true;
+			break;
+		case O_GAP:
+			parse_gaps(optarg, o);
+			break;
 		case 'v':
 			o->verbose = true;
 			break;
@@ -247,6 +330,22 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (optind < argc)
 		bad_usage("unexpected argument '%s'", argv[optind]);
+	if (read_size && strcmp(read_size, "max") == 0)
+		o->read_size = READ_SIZE_MAX;
+	else if (read_size)
+		o->read_size = size_opt("--read-size", read_size, 1, o->capacity);
+	if (o->processes) {
+		for (int t = T_PIPE_URING; t < T_COUNT; t++)
+			if (o->on[t])
+				bad_usage("--processes runs the kernel pipe only, not --vs %s",
+					  bench_tlabel[t]);
+		if (o->sparse)
+			bad_usage("--sparse runs threads; it does not take --processes");
+	}
+	if (o->sparse && (o->sweep || o->writers != 1 || o->readers != 1))
+		bad_usage("--sparse is 1 writer x 1 reader; it takes no --sweep, --writers, --readers");
+	if (o->sparse && o->report)
+		bad_usage("--sparse draws no --report chart");
 	if (o->bytes && o->bytes < o->writers)
 		bad_usage("--bytes: %" PRIu64 " is less than one byte per writer", o->bytes);
 }

@@ -6,6 +6,10 @@
  *
  * A summary figure is the median over the --repeat runs, except the maximum
  * latency, which is the maximum over them; the JSON also lists every run.
+ * Only the transports that ran (opts.on) appear, each with its ratio to the
+ * kernel pipe, which always runs. The text stays within 100 columns: one
+ * table of throughput (a column per transport), one of latency and calls
+ * (a line per transport and size).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,6 +32,11 @@ static double median(const double *v, unsigned n)
 	memcpy(tmp, v, n * sizeof(*v));
 	qsort(tmp, n, sizeof(*tmp), cmp_dbl);
 	return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2.0;
+}
+
+double bench_median(const double *v, unsigned n)
+{
+	return median(v, n);
 }
 
 static void json_str(const char *s)
@@ -53,6 +62,25 @@ static void json_darr(const double *v, unsigned n, int prec)
 	putchar(']');
 }
 
+/* "read_size_option", "transports", the socket buffers; shared with --sparse. */
+void bench_json_transports(const struct opts *o, const struct env *env)
+{
+	bool first = true;
+
+	if (o->read_size == READ_SIZE_MAX)
+		printf("\"read_size_option\":\"max\"");
+	else
+		printf("\"read_size_option\":%" PRIu64, o->read_size);
+	printf(",\"transports\":[");
+	for (int t = 0; t < T_COUNT; t++)
+		if (o->on[t]) {
+			printf("%s\"%s\"", first ? "" : ",", bench_tname[t]);
+			first = false;
+		}
+	printf("],\"unix_sndbuf\":%ld,\"unix_rcvbuf\":%ld,\"tcp_sndbuf\":%ld,\"tcp_rcvbuf\":%ld",
+	       env->unix_buf[0], env->unix_buf[1], env->tcp_buf[0], env->tcp_buf[1]);
+}
+
 static void json_row(const struct opts *o, const struct row *rw)
 {
 	double mk = median(rw->mbps[T_KERNEL], o->repeat);
@@ -65,10 +93,30 @@ static void json_row(const struct opts *o, const struct row *rw)
 		else
 			printf("null");
 	}
+	printf(",\"read_size\":%" PRIu64, bench_read_size(o, rw->size));
 	for (int t = 0; t < T_COUNT; t++) {
+		double mt = median(rw->mbps[t], o->repeat);
+		double rgib[MAX_REPEAT];
+
+		if (!o->on[t])
+			continue;
 		printf(",\"%s\":{\"bytes_per_run\":%" PRIu64 ",\"verified_bytes\":%" PRIu64
-		       ",\"mbps_median\":%.3f,\"mbps\":",
-		       bench_tname[t], rw->bytes[t], rw->verified[t], median(rw->mbps[t], o->repeat));
+		       ",\"mbps_median\":%.3f,\"ratio\":",
+		       bench_tname[t], rw->bytes[t], rw->verified[t], mt);
+		if (mk > 0)
+			printf("%.4f", mt / mk);
+		else
+			printf("null");
+		printf(",\"read_calls\":[");
+		for (unsigned i = 0; i < o->repeat; i++) {
+			printf("%s%" PRIu64, i ? "," : "", rw->rcalls[t][i]);
+			rgib[i] = (double)rw->rcalls[t][i] * (double)GiB / (double)rw->bytes[t];
+		}
+		printf("],\"read_calls_per_gib_median\":%.1f,\"write_calls\":[",
+		       median(rgib, o->repeat));
+		for (unsigned i = 0; i < o->repeat; i++)
+			printf("%s%" PRIu64, i ? "," : "", rw->wcalls[t][i]);
+		printf("],\"mbps\":");
 		json_darr(rw->mbps[t], o->repeat, 3);
 		printf(",\"secs\":");
 		json_darr(rw->secs[t], o->repeat, 6);
@@ -115,11 +163,12 @@ void bench_print_json(const struct opts *o, const struct env *env, const struct 
 	printf(",\"numa_node\":%d,\"repeat\":%u,\"memory_pressure\":%s,\"processes\":%s,"
 	       "\"writer_cpu\":%d,"
 	       "\"reader_cpu\":%d,\"seed\":%" PRIu64 ",\"bytes_option\":%" PRIu64
-	       ",\"run_time\":%.3f,\"clock_gettime_ns\":%.1f,\"mb\":1000000,"
-	       "\"transports\":[\"kernel\",\"uringpipe\",\"uringpipe_zc\"],\"configs\":[",
+	       ",\"run_time\":%.3f,\"clock_gettime_ns\":%.1f,\"mb\":1000000,",
 	       env->numa_node, o->repeat, o->pressure ? "true" : "false",
 	       o->processes ? "true" : "false", env->cpu[0],
 	       env->cpu[1], o->seed, o->bytes, o->run_time, env->clock_ns);
+	bench_json_transports(o, env);
+	printf(",\"configs\":[");
 	for (unsigned c = 0; c < ncf; c++) {
 		printf("%s{\"writers\":%u,\"readers\":%u,\"pinned\":%s,\"rows\":[", c ? "," : "",
 		       cf[c].writers, cf[c].readers,
@@ -172,16 +221,32 @@ void bench_print_header(const struct opts *o, const struct env *env)
 		       " kernel pipe as a FIFO (mkfifo)\n");
 	if (env->kpipe_note[0])
 		printf("  note: %s\n", env->kpipe_note);
-	printf("  uringpipe %s, page %zu B, numa node %d; seed %" PRIu64
-	       "; clock_gettime %.0f ns; MB = 10^6 B; zc = reserve/commit + peek/consume\n",
+	printf("  uringpipe %s, page %zu B, numa node %d; seed %" PRIu64 "; clock_gettime %.0f ns\n"
+	       "  MB = 10^6 B; zc = reserve/commit + peek/consume\n",
 	       UP_VERSION_STRING, env->up_page, env->numa_node, o->seed, env->clock_ns);
+	bench_print_vs_note(o, env);
 }
+
+/* What the --vs transports got of the capacity they asked for. */
+void bench_print_vs_note(const struct opts *o, const struct env *env)
+{
+	if (o->on[T_UNIX])
+		printf("  unix: SO_SNDBUF %ld B, SO_RCVBUF %ld B (asked %" PRIu64 ")\n",
+		       env->unix_buf[0], env->unix_buf[1], o->capacity);
+	if (o->on[T_TCP])
+		printf("  tcp: SO_SNDBUF %ld B, SO_RCVBUF %ld B (asked %" PRIu64 "), TCP_NODELAY\n",
+		       env->tcp_buf[0], env->tcp_buf[1], o->capacity);
+}
+
+/* The table's column order: the kernel transports, then uringpipe's. */
+static const enum transport col_t[T_COUNT] = {T_KERNEL, T_PIPE_URING, T_VMSPLICE, T_UNIX, T_TCP,
+					      T_URING, T_URING_ZC};
 
 void bench_print_table(const struct opts *o, const struct env *env, const struct config *cf)
 {
 	const struct row *rows = cf->rows;
-
 	const char *procs = o->processes ? " (processes)" : "";
+	char rb[32];
 
 	if (bench_pinned(env, cf->writers, cf->readers))
 		printf("\n%u writer, %u reader%s, pinned writer->cpu%d reader->cpu%d\n", cf->writers,
@@ -189,41 +254,70 @@ void bench_print_table(const struct opts *o, const struct env *env, const struct
 	else
 		printf("\n%u writer%s, %u reader%s%s, not pinned\n", cf->writers,
 		       cf->writers == 1 ? "" : "s", cf->readers, cf->readers == 1 ? "" : "s", procs);
-	printf("%-5s %12s %12s %6s %12s %6s %18s %18s %18s %s\n", "size", "kernel MB/s",
-	       "uringp MB/s", "ratio", "zc MB/s", "zc/k", "kern p50/p99/max", "up p50/p99/max",
-	       "zc p50/p99/max", "syscalls/GiB k/up/zc");
+	if (o->read_size == READ_SIZE_MAX)
+		printf("MB/s and ratio to the kernel pipe; reads of up to %s per call\n",
+		       cat_size_label(o->capacity, rb, sizeof(rb)));
+	else if (o->read_size)
+		printf("MB/s and ratio to the kernel pipe; reads of %s per call\n",
+		       cat_size_label(o->read_size, rb, sizeof(rb)));
+	else
+		printf("MB/s and ratio to the kernel pipe; reads of the write size per call\n");
+	printf("%-5s", "size");
+	for (int c = 0; c < T_COUNT; c++)
+		if (o->on[col_t[c]])
+			printf(" %12s", bench_tlabel[col_t[c]]);
+	putchar('\n');
 	for (unsigned s = 0; s < o->nsizes; s++) {
 		const struct row *rw = &rows[s];
-		double m[T_COUNT];
-		char sb[32], rb[2][32], l[T_COUNT][64], sy[64];
+		double mk = median(rw->mbps[T_KERNEL], o->repeat);
+		char sb[32];
 
-		for (int t = 0; t < T_COUNT; t++) {
-			char a[16], b[16], c[16];
-			m[t] = median(rw->mbps[t], o->repeat);
-			snprintf(l[t], sizeof(l[t]), "%s/%s/%s",
-				 fmt_us(median(rw->p50[t], o->repeat), a, sizeof(a)),
-				 fmt_us(median(rw->p99[t], o->repeat), b, sizeof(b)),
-				 fmt_us(rw->lmax[t], c, sizeof(c)));
-		}
-		for (int t = T_URING; t < T_COUNT; t++) {
-			if (m[T_KERNEL] > 0)
-				snprintf(rb[t - 1], sizeof(rb[0]), "%.2f", m[t] / m[T_KERNEL]);
+		printf("%-5s", cat_size_label(rw->size, sb, sizeof(sb)));
+		for (int c = 0; c < T_COUNT; c++) {
+			enum transport t = col_t[c];
+			double m = median(rw->mbps[t], o->repeat);
+			if (!o->on[t])
+				continue;
+			if (mk > 0)
+				printf(" %6.0f %5.2f", m, m / mk);
 			else
-				snprintf(rb[t - 1], sizeof(rb[0]), "-");
+				printf(" %6.0f %5s", m, "-");
 		}
-		snprintf(sy, sizeof(sy), "%.0f/%.0f/%.0f", median(rw->sys_gib[T_KERNEL], o->repeat),
-			 median(rw->sys_gib[T_URING], o->repeat),
-			 median(rw->sys_gib[T_URING_ZC], o->repeat));
-		printf("%-5s %12.1f %12.1f %6s %12.1f %6s %18s %18s %18s %s\n",
-		       cat_size_label(rw->size, sb, sizeof(sb)), m[T_KERNEL], m[T_URING], rb[0],
-		       m[T_URING_ZC], rb[1], l[0], l[1], l[2], sy);
+		putchar('\n');
+	}
+	printf("\n%-12s %-5s %9s %9s %9s %12s %12s %12s\n", "transport", "size", "w p50 us",
+	       "w p99 us", "w max us", "syscalls/GiB", "reads/GiB", "writes/GiB");
+	for (unsigned s = 0; s < o->nsizes; s++) {
+		const struct row *rw = &rows[s];
+		char sb[32];
+
+		for (int c = 0; c < T_COUNT; c++) {
+			enum transport t = col_t[c];
+			double rg[MAX_REPEAT], wg[MAX_REPEAT];
+			char a[16], b[16], d[16];
+
+			if (!o->on[t])
+				continue;
+			for (unsigned i = 0; i < o->repeat; i++) {
+				rg[i] = (double)rw->rcalls[t][i] * (double)GiB / (double)rw->bytes[t];
+				wg[i] = (double)rw->wcalls[t][i] * (double)GiB / (double)rw->bytes[t];
+			}
+			printf("%-12s %-5s %9s %9s %9s %12.0f %12.0f %12.0f\n", bench_tlabel[t],
+			       cat_size_label(rw->size, sb, sizeof(sb)),
+			       fmt_us(median(rw->p50[t], o->repeat), a, sizeof(a)),
+			       fmt_us(median(rw->p99[t], o->repeat), b, sizeof(b)),
+			       fmt_us(rw->lmax[t], d, sizeof(d)), median(rw->sys_gib[t], o->repeat),
+			       median(rg, o->repeat), median(wg, o->repeat));
+		}
 	}
 }
 
 void bench_print_footer(const struct opts *o)
 {
-	printf("  %s; latency (us): median over runs of p50/p99, max over runs; kernel syscalls"
-	       " = read()+write() calls, uringpipe = up_stats().syscalls\n",
+	printf("  %s;\n  w = one write's latency (us): median over runs of p50/p99, max over"
+	       " runs;\n  syscalls: kernel transports = the read/write/vmsplice/io_uring_enter"
+	       " calls made,\n  uringpipe = up_stats().syscalls; every reader sums every byte"
+	       " it reads\n",
 	       o->bytes ? "bytes per run from --bytes" : "bytes per run calibrated per transport");
 }
 

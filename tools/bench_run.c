@@ -6,7 +6,8 @@
  *
  * A run: W writer and R reader threads wait on one barrier. Each writer
  * writes its share (bytes/W) in size-byte chunks from a pre-filled buffer and
- * closes its end; each reader reads with a max(1 MiB, size) buffer until EOF.
+ * closes its end; each reader reads --read-size bytes per call (default: the
+ * write size; bench_workers.c) until EOF.
  * The run's time is from the earliest barrier exit to the last reader's EOF,
  * on CLOCK_MONOTONIC. Bytes read must equal bytes written. The writers' and
  * readers' buffers come from up_buf_alloc() on the node the pipes live on
@@ -41,6 +42,7 @@ struct run_out {
 	double secs;
 	uint64_t bytes;
 	uint64_t syscalls; /* kernel: our write+read calls; uringpipe: up_stats */
+	uint64_t rcalls, wcalls; /* the readers' and writers' calls */
 	double p50, p99, max; /* µs */
 	size_t nlat;
 	uint64_t every;
@@ -99,6 +101,7 @@ void bench_hung(const struct run *rn, double tmo)
 	fflush(stdout);
 	fprintf(stderr, BENCH_PFX "%s run with %s writes did not finish within %.0f s;"
 		" progress:", bench_tname[rn->t], cat_size_label(rn->size, sb, sizeof(sb)), tmo);
+	/* relaxed: where a hung worker stopped, a hint that orders nothing. */
 	for (unsigned i = 0; i < rn->n; i++)
 		fprintf(stderr, " %s%u=%" PRIu64, rn->ws[i].writer ? "w" : "r", rn->ws[i].idx,
 			atomic_load_explicit(&rn->ws[i].progress, memory_order_relaxed));
@@ -143,8 +146,8 @@ void bench_worker_plan(const struct run *rn, struct worker *w, unsigned i)
 	w->idx = w->writer ? i : i - rn->nw;
 	w->fd = -1;
 	atomic_init(&w->progress, 0);
-	/* A reader reads into max(1 MiB, size). */
-	w->buflen = !w->writer && size < MiB ? (size_t)MiB : (size_t)size;
+	/* A reader asks for --read-size bytes per call. */
+	w->buflen = w->writer ? (size_t)size : (size_t)bench_read_size(rn->o, size);
 	if (!w->writer)
 		return;
 	/* A writer's share of the bytes and, timed, its latency sampling. */
@@ -203,31 +206,6 @@ static void workers_free(struct run *rn)
 		free(w->lat);
 	}
 	free(rn->ws);
-}
-
-/* Endpoints: one per thread, so each thread's close is its own. */
-static void open_kernel_ends(struct run *rn)
-{
-	const struct env *env = rn->env;
-	int fds[2];
-	long got;
-
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		bench_die("pipe2: %s", strerror(errno));
-	if (env->kpipe_req > 0 && fcntl(fds[1], F_SETPIPE_SZ, env->kpipe_req) < 0)
-		bench_die("F_SETPIPE_SZ(%d): %s (it worked at start-up)", env->kpipe_req,
-			  strerror(errno));
-	got = fcntl(fds[1], F_GETPIPE_SZ);
-	if (got != env->kpipe_size)
-		bench_die("kernel pipe is %ld B, expected %ld B (per-user pipe limits?)", got,
-			  env->kpipe_size);
-	for (unsigned i = 0; i < rn->n; i++) {
-		struct worker *w = &rn->ws[i];
-		int base = w->writer ? fds[1] : fds[0];
-		w->fd = w->idx == 0 ? base : fcntl(base, F_DUPFD_CLOEXEC, 0);
-		if (w->fd < 0)
-			bench_die("dup: %s", strerror(errno));
-	}
 }
 
 static void open_uring_ends(struct run *rn)
@@ -326,8 +304,20 @@ static int sum_workers(const struct run *rn, struct run_out *out)
 			start = ts_ns(&w->t0);
 		if (!w->writer && ts_ns(&w->t1) > end)
 			end = ts_ns(&w->t1);
-		if (rn->t == T_KERNEL)
+		if (!is_up(rn->t))
 			out->syscalls += w->calls;
+		if (w->writer)
+			out->wcalls += w->calls;
+		else
+			out->rcalls += w->calls;
+	}
+	/* A verification pass is 1 x 1: the reader's sum of what it read must
+	 * be the writer's of what it wrote (every byte touched, none twice). */
+	if (rc == 0 && rn->kind == RUN_VERIFY && rn->ws[0].sum != rn->ws[1].sum) {
+		fprintf(stderr, BENCH_PFX "%s, %" PRIu64 "-byte writes, verification pass: the"
+			" reader's byte sum %" PRIu64 " is not the writer's %" PRIu64 "\n",
+			bench_tname[rn->t], rn->size, rn->ws[1].sum, rn->ws[0].sum);
+		rc = -1;
 	}
 	if (rc == 0 && (wrote != rn->bytes || read != rn->bytes)) {
 		fprintf(stderr, BENCH_PFX "%s, %" PRIu64 "-byte writes: byte count mismatch:"
@@ -422,10 +412,10 @@ static int run_once(const struct opts *o, const struct env *env, enum transport 
 		bench_proc_run(&rn);
 	} else {
 		workers_new(&rn);
-		if (t == T_KERNEL)
-			open_kernel_ends(&rn);
-		else
+		if (is_up(t))
 			open_uring_ends(&rn);
+		else
+			bench_kernel_open(&rn);
 		start_threads(&rn);
 		join_threads(&rn);
 	}
@@ -495,6 +485,8 @@ static void record(struct row *rw, enum transport t, unsigned i, const struct ru
 	if (r->max > rw->lmax[t])
 		rw->lmax[t] = r->max;
 	rw->syscalls[t][i] = r->syscalls;
+	rw->rcalls[t][i] = r->rcalls;
+	rw->wcalls[t][i] = r->wcalls;
 	rw->sys_gib[t][i] = (double)r->syscalls * (double)GiB / (double)r->bytes;
 	rw->nlat[t] = r->nlat;
 	rw->every[t] = r->every;
@@ -512,6 +504,8 @@ static void verify_size(const struct opts *o, const struct env *env, struct row 
 	struct run_out r;
 
 	for (int t = 0; t < T_COUNT; t++) {
+		if (!o->on[t])
+			continue;
 		if (run_once(o, env, (enum transport)t, RUN_VERIFY, size, vb, &r) < 0)
 			bench_die("verification of %s with %" PRIu64 "-byte writes failed",
 				  bench_tname[t], size);
@@ -531,11 +525,15 @@ void bench_run_config(const struct opts *o, const struct env *env, struct row *r
 		if (verify)
 			verify_size(o, env, rw, size);
 		for (int t = 0; t < T_COUNT; t++)
-			rw->bytes[t] = o->bytes ? o->bytes : calibrate(o, env, (enum transport)t, size);
+			if (o->on[t])
+				rw->bytes[t] = o->bytes ? o->bytes
+							: calibrate(o, env, (enum transport)t, size);
 		/* Alternating transports, so a slow phase of the machine hits
 		 * each of them. */
 		for (unsigned i = 0; i < o->repeat; i++)
 			for (int t = 0; t < T_COUNT; t++) {
+				if (!o->on[t])
+					continue;
 				if (run_once(o, env, (enum transport)t, RUN_TIMED, size, rw->bytes[t],
 					     &r) < 0)
 					exit(1);

@@ -2,7 +2,15 @@
 /*
  * bench_workers.c - the writer and reader threads of one --bench run, for
  * each transport: write/read on a kernel pipe, up_write/up_read, and the
- * zero-copy pair up_reserve/up_commit and up_peek/up_consume.
+ * zero-copy pair up_reserve/up_commit and up_peek/up_consume, and the kernel
+ * transports of --vs (bench_kernel.c).
+ *
+ * Every reader, of every transport, asks for at most --read-size bytes per
+ * call (the zero-copy reader consumes at most that per peek) and sums every
+ * byte it gets, in timed runs too: a consumer uses what it reads, and a
+ * zero-copy reader that never touched the bytes would be measured against
+ * copying readers that do. In a verification pass the writer sums what it
+ * wrote and the run fails unless the reader's sum is the same.
  *
  * In a verification pass the writer fills every chunk with a pattern that is
  * a function of the absolute stream offset and the reader checks every byte.
@@ -48,36 +56,48 @@ static void start_line(struct worker *w)
 		pthread_barrier_wait(&w->sh->bar);
 }
 
-/* write() or read() on the kernel pipe. An interrupted call is retried
- * and counted: it was a system call too. */
-static ssize_t kernel_rw(struct worker *w, bool wr, void *p, size_t n)
+uint64_t bench_byte_sum(const unsigned char *p, size_t n)
 {
-	for (;;) {
-		ssize_t r = wr ? write(w->fd, p, n) : read(w->fd, p, n);
-		if (r >= 0)
-			return r;
-		if (errno != EINTR)
-			return -errno;
-		w->calls++;
+	const uint64_t m = 0x00ff00ff00ff00ffu;
+	uint64_t s = 0;
+
+	while (n > 0 && ((uintptr_t)p & 7)) {
+		s += *p++;
+		n--;
 	}
+	while (n >= 8) {
+		/* Four 16-bit lanes, each adding at most 2 x 255 per word:
+		 * 128 words stay below 65536. */
+		size_t k = n / 8 > 128 ? 128 : n / 8;
+		uint64_t acc = 0;
+		for (size_t i = 0; i < k; i++) {
+			uint64_t v;
+			memcpy(&v, p + 8 * i, 8);
+			acc += (v & m) + ((v >> 8) & m);
+		}
+		s += (acc & 0xffff) + ((acc >> 16) & 0xffff) + ((acc >> 32) & 0xffff) + (acc >> 48);
+		p += 8 * k;
+		n -= 8 * k;
+	}
+	while (n-- > 0)
+		s += *p++;
+	return s;
 }
 
-/* @p is the writer's own buffer, not const only so that kernel_rw() can
- * serve both directions. */
-static ssize_t do_write(struct worker *w, void *p, size_t n)
+static ssize_t do_write(struct worker *w, const void *p, size_t n)
 {
 	if (w->sh->t == T_URING_ZC)
 		return zc_write(w, p, n);
 	if (is_up(w->sh->t))
 		return up_write(w->end, p, n);
-	return kernel_rw(w, true, p, n);
+	return bench_kernel_write(w, p, n);
 }
 
 static ssize_t do_read(struct worker *w, void *p, size_t n)
 {
 	if (is_up(w->sh->t))
 		return up_read(w->end, p, n);
-	return kernel_rw(w, false, p, n);
+	return bench_kernel_read(w, p, n);
 }
 
 /* @e is a positive errno; up_strerror() takes the library's negative code. */
@@ -113,9 +133,8 @@ void bench_close_end(struct worker *w)
 	if (is_up(w->sh->t)) {
 		up_close(w->end);
 		w->end = NULL;
-	} else if (w->fd >= 0) {
-		close(w->fd);
-		w->fd = -1;
+	} else {
+		bench_kernel_close(w);
 	}
 }
 
@@ -132,8 +151,10 @@ static void writer_main(struct worker *w)
 		size_t rem = n;
 		bool sample = false;
 
-		if (sh->verify)
+		if (sh->verify) {
 			bench_pattern_fill(w->buf, w->moved, n, sh->key);
+			w->sum += bench_byte_sum(w->buf, n);
+		}
 		if (w->lat && countdown-- == 0) {
 			sample = true;
 			countdown = w->every - 1;
@@ -161,7 +182,7 @@ static void writer_main(struct worker *w)
 		}
 		w->moved += n;
 		left -= n;
-		/* Relaxed: a progress hint for the watchdog, publishes nothing. */
+		/* relaxed: a progress hint for the watchdog, publishes nothing. */
 		atomic_store_explicit(&w->progress, w->moved, memory_order_relaxed);
 	}
 out:
@@ -186,15 +207,15 @@ static void verify_chunk(struct worker *w, const unsigned char *got, size_t n)
 	w->bad = true; /* keep draining so the writer finishes */
 }
 
-/* The zero-copy reader: peek, look at the bytes in place (verify pass
- * only: a timed run leaves them untouched, as a consumer that forwards a
- * pointer would), consume. */
+/* The zero-copy reader: peek, use at most buflen (--read-size) bytes in
+ * place (their sum, and in a verification pass the check), consume those. */
 static void zc_reader(struct worker *w)
 {
 	for (;;) {
 		struct iovec iov[BENCH_IOV];
 		int cnt = BENCH_IOV;
 		ssize_t r = up_peek(w->end, iov, &cnt);
+		size_t take = 0;
 		int c;
 
 		w->calls++;
@@ -206,6 +227,19 @@ static void zc_reader(struct worker *w)
 			bench_close_end(w);
 			return;
 		}
+		/* The spans up to buflen bytes: what this step uses. */
+		for (int i = 0; i < cnt; i++) {
+			if (take == w->buflen) {
+				cnt = i;
+				break;
+			}
+			if (iov[i].iov_len > w->buflen - take)
+				iov[i].iov_len = w->buflen - take;
+			take += iov[i].iov_len;
+		}
+		r = (ssize_t)take;
+		for (int i = 0; i < cnt; i++)
+			w->sum += bench_byte_sum(iov[i].iov_base, iov[i].iov_len);
 		if (w->sh->verify) {
 			uint64_t at = w->moved;
 			for (int i = 0; i < cnt && !w->bad; i++) {
@@ -231,6 +265,7 @@ static void zc_reader(struct worker *w)
 			return;
 		}
 		w->moved += (uint64_t)r;
+		/* relaxed: a progress hint for the watchdog, publishes nothing. */
 		atomic_store_explicit(&w->progress, w->moved, memory_order_relaxed);
 	}
 }
@@ -256,9 +291,11 @@ static void reader_main(struct worker *w)
 			bench_close_end(w); /* so a blocked writer sees EPIPE, not a hang */
 			break;
 		}
+		w->sum += bench_byte_sum(w->buf, (size_t)r);
 		if (sh->verify && !w->bad)
 			verify_chunk(w, w->buf, (size_t)r);
 		w->moved += (uint64_t)r;
+		/* relaxed: a progress hint for the watchdog, publishes nothing. */
 		atomic_store_explicit(&w->progress, w->moved, memory_order_relaxed);
 	}
 out:
@@ -267,6 +304,13 @@ out:
 
 void bench_worker_main(struct worker *w)
 {
+	/* A failed set-up still passes the start line, or the others would
+	 * wait there for ever; it then reads or writes nothing. */
+	if (!is_up(w->sh->t) && bench_kernel_thread_init(w) < 0) {
+		start_line(w);
+		bench_close_end(w);
+		return;
+	}
 	if (w->writer)
 		writer_main(w);
 	else

@@ -215,7 +215,18 @@ int cat_bench_main(int argc, char **argv);
 
 /* --------------------------------------------------------- cat_report.c */
 
-enum { CAT_T_KERNEL = 0, CAT_T_URING = 1, CAT_T_URING_ZC = 2, CAT_T_COUNT = 3 };
+/* The --bench transports. The last four are kernel transports that --vs adds;
+ * a report point of one that did not run holds 0. */
+enum {
+	CAT_T_KERNEL = 0,     /* pipe2(), read/write */
+	CAT_T_URING = 1,      /* up_write/up_read */
+	CAT_T_URING_ZC = 2,   /* up_reserve/up_commit, up_peek/up_consume */
+	CAT_T_PIPE_URING = 3, /* pipe2(), io_uring READ/WRITE */
+	CAT_T_VMSPLICE = 4,   /* pipe2(), the writer vmsplice()s */
+	CAT_T_UNIX = 5,       /* AF_UNIX stream socketpair */
+	CAT_T_TCP = 6,        /* TCP over 127.0.0.1 */
+	CAT_T_COUNT = 7
+};
 
 struct cat_report_point {
 	uint64_t size;

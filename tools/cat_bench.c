@@ -4,7 +4,8 @@
  * the same capacity, in the same run, with the same threads and the same
  * buffers.
  *
- * Three transports per size: "kernel" (write/read on a pipe2() pipe),
+ * Three transports per size, and the kernel transports --vs adds
+ * (bench_kernel.c): "kernel" (write/read on a pipe2() pipe),
  * "uringpipe" (up_write/up_read: one copy in, one copy out, like the kernel)
  * and "uringpipe_zc" (up_reserve + memcpy from the same source buffer +
  * up_commit, then up_peek + up_consume: the consumer uses the bytes in
@@ -24,6 +25,8 @@
  *   3. --repeat timed runs, alternating kernel, uringpipe, kernel, ... so a
  *      slow phase of the (virtual) machine hits both; the median is reported.
  *
+ * --sparse measures message latency instead (bench_sparse.c).
+ *
  * With --processes every writer and reader is a process of its own and the
  * pipes are met by name, as unrelated programs would (bench_proc.c).
  *
@@ -39,7 +42,10 @@
 
 #include "bench.h"
 
-const char *const bench_tname[T_COUNT] = {"kernel", "uringpipe", "uringpipe_zc"};
+const char *const bench_tname[T_COUNT] = {"kernel", "uringpipe", "uringpipe_zc", "pipe_uring",
+					  "vmsplice", "unix", "tcp"};
+const char *const bench_tlabel[T_COUNT] = {"pipe", "uringpipe", "uringpipe-zc", "pipe-uring",
+					   "vmsplice", "unix", "tcp"};
 
 /* --sweep: the kernel's pipe_bench grid. */
 static const unsigned sweep_w[] = {1, 2, 5};
@@ -94,11 +100,19 @@ int cat_bench_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	bench_probe(o.capacity, &env);
+	bench_kernel_probe(&o, &env);
 	/* The table carries the note; a JSON consumer may not read notes. */
 	if (env.kpipe_note[0] && o.json)
 		fprintf(stderr, BENCH_PFX "%s\n", env.kpipe_note);
 	if (o.pressure)
 		bench_pressure_start();
+	if (o.sparse) {
+		bench_sparse(&o, &env);
+		bench_pressure_stop();
+		if (fflush(stdout) != 0 || ferror(stdout))
+			bench_die("writing the report failed");
+		return 0;
+	}
 
 	if (o.sweep) {
 		for (unsigned i = 0; i < 3; i++)

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # --bench: a short run gives valid JSON with every transport and the ratios;
 # --report writes a well-formed HTML page and SVG image; --memory-pressure
-# without stress-ng fails clearly.
+# without stress-ng fails clearly; --vs adds the kernel transports, each with
+# its MB/s and ratio, in a table within 100 columns; --read-size sets the
+# readers' bytes per call (their call counts show it); --sparse gives p50
+# and p99 per gap, transport and reader; bad --vs, --read-size and --gap
+# values exit 2 with one line.
 # usage: test_bench.sh /path/to/uringpipe-cat
 # shellcheck source=tests/cli/lib.sh disable=SC1091
 . "$(dirname "$0")/lib.sh"
@@ -55,6 +59,127 @@ expect_grep "SVG report root" "<svg xmlns=\"http://www.w3.org/2000/svg\"" "$T/r.
 	>/dev/null 2>"$T/err"
 expect_eq "unwritable report: exit 1" "$?" 1
 expect_grep "unwritable report: message" "no/such/dir/r.html" "$T/err"
+
+# --- --vs: every kernel transport beside uringpipe, with a number and a ratio.
+vs=pipe,pipe-uring,vmsplice,unix,tcp
+nt=7
+if "$CAT" --bench --vs pipe-uring --sizes 4K --bytes 64K --repeat 1 >/dev/null 2>"$T/err"; then :
+elif grep -q "io_uring refused here" "$T/err"; then
+	echo "skip: pipe-uring, io_uring is refused here"
+	vs=pipe,vmsplice,unix,tcp
+	nt=6
+fi
+"$CAT" --bench --vs "$vs" --sizes 4K --bytes 4M --repeat 1 >"$T/vs" 2>"$T/err"
+expect_eq "bench --vs all: exit" "$?" 0
+sed 's/^/    /' "$T/vs"
+# The throughput row: size, then MB/s and ratio per transport, in the order
+# of the header; each ratio is its MB/s over the pipe's (rounded figures).
+# (awk runs END after an exit in a rule, and END's exit wins: keep a flag.)
+if awk '$1 == "size" && !hdr { hdr = NF; next }
+	$1 == "4K" && hdr && !row { row = 1
+		if (NF != 1 + 2 * (hdr - 1)) bad = 1
+		k = $2
+		for (i = 2; i <= NF; i += 2) {
+			if ($i !~ /^[0-9]+$/ || $i <= 0 || $(i + 1) !~ /^[0-9]+\.[0-9][0-9]$/) bad = 1
+			r = $i / k; if (r - $(i + 1) > 0.02 * r + 0.01 || $(i + 1) - r > 0.02 * r + 0.01) bad = 1
+		} }
+	END { exit bad || !row }' "$T/vs"; then
+	ok "bench --vs: the 4K row has MB/s and a ratio for every transport"
+else
+	fail "bench --vs: no well-formed 4K throughput row"
+fi
+for t in ${vs//,/ } uringpipe uringpipe-zc; do
+	expect_grep "bench --vs: $t in the throughput header" "^size .* $t\( \|$\)" "$T/vs"
+	expect_grep "bench --vs: $t has a latency and calls line" \
+		"^$t  *4K  *[0-9.]*  *[0-9.]*  *[0-9.]*  *[0-9][0-9]*  *[0-9][0-9]*  *[0-9][0-9]*$" "$T/vs"
+done
+wide=$(awk 'length($0) > 100' "$T/vs" | wc -l)
+expect_eq "bench --vs: no line over 100 columns" "$wide" 0
+
+# --- --read-size: the readers' calls per run follow it, for every transport.
+# 8 MiB in 64 KiB writes: 4 KiB reads need at least 2048 calls; reads of the
+# write size at most one per write and a little (a read may get a part).
+if have_python; then
+	for rs in 4K default; do
+		arg=(--read-size "$rs"); [ "$rs" = default ] && arg=()
+		"$CAT" --bench --vs "$vs" --sizes 64K --bytes 8M --repeat 1 "${arg[@]}" --json \
+			>"$T/rs-$rs" 2>"$T/err"
+		rc=$?
+		expect_eq "bench --read-size $rs: exit" "$rc" 0
+		[ "$rc" = 0 ] || sed 's/^/    /' "$T/err" >&2
+	done
+	python3 - "$T/rs-4K" "$T/rs-default" "$nt" <<'PY'
+import json, sys
+small, dflt = (json.load(open(f)) for f in sys.argv[1:3])
+assert small["read_size_option"] == 4096 and dflt["read_size_option"] == 0
+names = small["transports"]
+assert len(names) == int(sys.argv[3]), names
+for t in names:
+    a = small["rows"][0][t]; b = dflt["rows"][0][t]
+    assert small["rows"][0]["read_size"] == 4096 and dflt["rows"][0]["read_size"] == 65536
+    assert a["read_calls"][0] >= 8 * 1024 // 4, (t, a["read_calls"])
+    assert 128 <= b["read_calls"][0] < 1024, (t, b["read_calls"])
+    assert b["write_calls"][0] >= 128
+    assert abs(a["ratio"] - a["mbps_median"] / small["rows"][0]["kernel"]["mbps_median"]) < 1e-3
+PY
+	expect_eq "bench --read-size: every reader's calls follow it (JSON)" "$?" 0
+fi
+
+# --- --sparse: p50 and p99 per gap, transport and reader.
+"$CAT" --bench --sparse --vs "$vs" --gap 100,300 --time 0.02 --repeat 1 >"$T/sp" 2>"$T/err"
+expect_eq "bench --sparse: exit" "$?" 0
+sed 's/^/    /' "$T/sp"
+for g in 100 300; do
+	if awk -v g="$g" -v nt="$nt" '$1 == "gap" { on = ($2 == g); next }
+		on && $2 ~ /^(blocking|epoll)$/ {
+			if ($3 !~ /^[0-9.]+$/ || $4 !~ /^[0-9.]+$/ || $3 <= 0 || $4 < $3 || $5 < $4)
+				bad = 1
+			if ($1 == "pipe") { k50[$2] = $3; k99[$2] = $4 }
+			# the ratios to the pipe with the same reader (rounded figures)
+			r = $3 / k50[$2]; if (r - $6 > 0.05 * r + 0.02 || $6 - r > 0.05 * r + 0.02) bad = 1
+			r = $4 / k99[$2]; if (r - $7 > 0.05 * r + 0.02 || $7 - r > 0.05 * r + 0.02) bad = 1
+			n[$1 " " $2] = 1 }
+		END { c = 0; for (k in n) c++; exit bad || c != 2 * nt }' "$T/sp"; then
+		ok "bench --sparse: gap $g us has p50 <= p99 <= max for $nt transports x 2 readers"
+	else
+		fail "bench --sparse: gap $g us: not every transport and reader has p50/p99/max"
+	fi
+done
+if have_python; then
+	"$CAT" --bench --sparse --gap 150 --time 0.02 --repeat 2 --json >"$T/spj" 2>"$T/err"
+	expect_eq "bench --sparse --json: exit" "$?" 0
+	python3 - "$T/spj" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["mode"] == "sparse" and [g["gap_us"] for g in d["gaps"]] == [150]
+res = d["gaps"][0]["results"]
+assert {(r["transport"], r["reader"]) for r in res} == {
+    (t, k) for t in ("kernel", "uringpipe", "uringpipe_zc") for k in ("blocking", "epoll")}
+k = {r["reader"]: r for r in res if r["transport"] == "kernel"}
+for r in res:
+    assert len(r["p50_runs"]) == 2 and 0 < r["p50_us"] <= r["p99_us"] <= r["max_us"], r
+    for p in ("p50", "p99"):
+        want = r[p + "_us"] / k[r["reader"]][p + "_us"]
+        assert abs(r["ratio_" + p] - want) < 1e-3 * want + 1e-3, (r, want)
+PY
+	expect_eq "bench --sparse --json: p50/p99/max per transport and reader" "$?" 0
+fi
+
+# --- usage errors: exit 2 and one line (the message and where the help is).
+bad1() {
+	"$CAT" --bench --sizes 4K --bytes 1M --repeat 1 "$@" >/dev/null 2>"$T/err"
+	expect_eq "bench $*: exit 2" "$?" 2
+	expect_eq "bench $*: one line" "$(wc -l <"$T/err")" 1
+	expect_grep "bench $*: names the option" "${1}" "$T/err"
+}
+bad1 --vs pipe,sctp
+bad1 --vs ''
+bad1 --vs pipe,,tcp
+bad1 --read-size 0
+bad1 --read-size 2M
+bad1 --read-size lots
+bad1 --gap 0 --sparse
+bad1 --sizes 4Q
 
 # --memory-pressure with a PATH that has no stress-ng.
 mkdir "$T/bin"

@@ -46,7 +46,7 @@ fi
 	>"$T/j.svg" 2>"$T/err"
 expect_eq "bench --json --report .svg: exit" "$?" 0
 expect_grep "says where the SVG went" "report written to $(realpath "$T/r a.svg")" "$T/err"
-"$CAT" --bench --sweep --sizes 4K --bytes 1M --repeat 2 --json --report "$T/r.html" \
+"$CAT" --bench --sweep --sizes 100,4K --bytes 1M --repeat 2 --json --report "$T/r.html" \
 	>"$T/j.html" 2>"$T/err"
 expect_eq "bench --sweep --json --report .html: exit" "$?" 0
 

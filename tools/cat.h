@@ -17,8 +17,8 @@
  *   cat_bench.c    --bench: uringpipe against kernel pipes; its parts are the
  *                  bench_*.c files, with their own header bench.h;
  *   cat_report.c   --report: the self-contained HTML/SVG page; its parts are
- *                  report_svg.c (charts, heat map) and report_html.c (page,
- *                  table), with their header report.h.
+ *                  report_svg.c (charts), report_heat.c (a sweep's heat map)
+ *                  and report_html.c (page, table), with their header report.h.
  */
 #ifndef UP_TOOLS_CAT_H
 #define UP_TOOLS_CAT_H

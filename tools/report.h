@@ -2,7 +2,8 @@
 /*
  * report.h - private interfaces of the --report writer, shared by
  * cat_report.c (transports, number formats, the file), report_svg.c (the
- * charts and the heat map) and report_html.c (the page and its table).
+ * charts), report_heat.c (a sweep's heat map) and report_html.c (the page
+ * and its table).
  *
  * Every measured number the page shows is formatted by one of the rep_fmt_*
  * functions below and carries data-* attributes saying what it is (data-q:
@@ -58,6 +59,23 @@ void rep_xml(FILE *f, const char *s);
  * the header (the HTML page has its own). */
 void rep_svg(FILE *f, const struct cat_report_info *in, const struct cat_report_series *s,
 	     unsigned ns, bool standalone);
+
+/* The layout both report_svg.c and report_heat.c draw in. */
+#define REP_W   1320 /* the page is read at 1400 px */
+#define REP_GAP 18
+/* Tick labels: 0.5, 20, 5000, 20k, 1M. */
+void rep_tick_label(double v, char *b, size_t bl);
+/* The data-* attributes of one number (see above). */
+void rep_data_attrs(FILE *f, const char *q, const struct cat_report_series *s, uint64_t size,
+		    const char *t, const char *ref);
+/* "2 writers x 5 readers", and with @pin how the run was pinned. */
+void rep_cfg_label(FILE *f, const struct cat_report_series *s, bool pin);
+
+/* report_heat.c: the sweep's heat map at @y0, and its height. */
+double rep_heat_height(const struct rep_set *rs, const struct cat_report_series *s,
+		       unsigned ns);
+void rep_heat_map(FILE *f, const struct rep_set *rs, const struct cat_report_series *s,
+		  unsigned ns, double y0);
 
 /* report_html.c: the page, with rep_svg() inline. */
 void rep_html(FILE *f, const struct cat_report_info *in, const struct cat_report_series *s,

@@ -8,7 +8,7 @@
  * transport present); below, small panels of write latency (p50, p99) and
  * system calls per GiB. Several configurations (--sweep): one heat map of
  * the ratios, writers x readers down, write size across, a block per
- * uringpipe transport and reference, on one colour scale.
+ * uringpipe transport and reference, on one colour scale (report_heat.c).
  *
  * Both axes are logarithmic: sizes step x16 or more, and throughputs and
  * ratios span decades (a 100-byte result must not sit on the floor of a
@@ -21,15 +21,10 @@
 
 #include "report.h"
 
-#define W        1320 /* the page is read at 1400 px */
 #define HDR_H    132  /* title and header, standalone only */
 #define LEGEND_H 34
 #define BIG_H    380
 #define SMALL_H  250
-#define GAP      18
-#define CELL_W   74
-#define CELL_H   30
-#define ROWLAB_W 170
 
 /* A chart: its plot area in px and the log ranges it maps. */
 struct chart {
@@ -96,7 +91,7 @@ static void chart_init(struct chart *ch, double ox, double oy, double ow, double
 }
 
 /* 0.5, 20, 5000, 20k, 1M: short enough for the margin. */
-static void tick_label(double v, char *b, size_t bl)
+void rep_tick_label(double v, char *b, size_t bl)
 {
 	if (v >= 1e6)
 		snprintf(b, bl, "%.0fM", v / 1e6);
@@ -124,7 +119,7 @@ static void chart_frame(FILE *f, const struct chart *ch, const struct cat_report
 			if (log10(v) < ch->ylo || log10(v) > ch->yhi)
 				continue;
 			y = cy(ch, v);
-			tick_label(v, b, sizeof(b));
+			rep_tick_label(v, b, sizeof(b));
 			fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
 				"stroke=\"%s\"/>\n<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" "
 				"font-size=\"11\" text-anchor=\"end\">%s</text>\n", ch->x, y,
@@ -151,7 +146,7 @@ static void chart_frame(FILE *f, const struct chart *ch, const struct cat_report
 }
 
 /* The data-* attributes of one number. */
-static void data_attrs(FILE *f, const char *q, const struct cat_report_series *s, uint64_t size,
+void rep_data_attrs(FILE *f, const char *q, const struct cat_report_series *s, uint64_t size,
 		       const char *t, const char *ref)
 {
 	fprintf(f, " data-q=\"%s\" data-cfg=\"%ux%u\" data-size=\"%llu\" data-t=\"", q, s->writers,
@@ -189,7 +184,7 @@ static void throughput(FILE *f, const struct rep_set *rs, const struct cat_repor
 			range_add(&r, lo);
 			range_add(&r, hi);
 		}
-	chart_init(&ch, ox, oy, W / 2.0 - GAP / 2.0, BIG_H, s, r);
+	chart_init(&ch, ox, oy, REP_W / 2.0 - REP_GAP / 2.0, BIG_H, s, r);
 	chart_frame(f, &ch, s, "Throughput", "higher is better; band: slowest to fastest run",
 		    "MB/s (MB = 10\u2076 B), log scale");
 	for (unsigned k = 0; k < rs->n; k++) {
@@ -229,7 +224,7 @@ static void throughput(FILE *f, const struct rep_set *rs, const struct cat_repor
 				cy(&ch, lo), x - 4, cy(&ch, hi), col);
 			fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title", x,
 				cy(&ch, c->mbps_median), col);
-			data_attrs(f, "mbps min max", s, s->pts[i].size, rs->tr[t]->key, NULL);
+			rep_data_attrs(f, "mbps min max", s, s->pts[i].size, rs->tr[t]->key, NULL);
 			fputc('>', f);
 			rep_xml(f, rs->tr[t]->name);
 			fprintf(f, ", %s writes: median %s MB/s, runs %s to %s MB/s</title></circle>\n",
@@ -262,7 +257,7 @@ static void ratios(FILE *f, const struct rep_set *rs, const struct cat_report_se
 		for (unsigned u = 0; u < rs->nup; u++)
 			for (unsigned k = 0; k < rs->nref; k++)
 				range_add(&r, rep_ratio(&s->pts[i], rs->up[u], rs->ref[k]));
-	chart_init(&ch, ox, oy, W / 2.0 - GAP / 2.0, BIG_H, s, r);
+	chart_init(&ch, ox, oy, REP_W / 2.0 - REP_GAP / 2.0, BIG_H, s, r);
 	chart_frame(f, &ch, s, rs->nref > 1 ? "Speed-up over each kernel transport" :
 		    "Speed-up over the kernel pipe", "higher is better; above the grey line: "
 		    "uringpipe is faster", "uringpipe MB/s \u00f7 kernel MB/s, log scale");
@@ -298,7 +293,7 @@ static void ratios(FILE *f, const struct rep_set *rs, const struct cat_report_se
 				y = cy(&ch, v);
 				fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%s\" fill=\"%s\"><title",
 					x, y, k ? "3" : "4", col);
-				data_attrs(f, "ratio", s, s->pts[i].size, rs->tr[tu]->key,
+				rep_data_attrs(f, "ratio", s, s->pts[i].size, rs->tr[tu]->key,
 					   rs->tr[tr]->key);
 				fputc('>', f);
 				rep_xml(f, rs->tr[tu]->name);
@@ -315,7 +310,7 @@ static void ratios(FILE *f, const struct rep_set *rs, const struct cat_report_se
 				fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
 					"font-weight=\"bold\" text-anchor=\"middle\" fill=\"%s\"", x,
 					highest(rs, &s->pts[i], tu, tr) ? y - 9 : y + 18, col);
-				data_attrs(f, "ratio", s, s->pts[i].size, rs->tr[tu]->key,
+				rep_data_attrs(f, "ratio", s, s->pts[i].size, rs->tr[tu]->key,
 					   rs->tr[tr]->key);
 				fprintf(f, ">%s\u00d7</text>\n", b);
 			}
@@ -366,7 +361,7 @@ static void small(FILE *f, const struct rep_set *rs, const struct cat_report_ser
 				continue;
 			fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title",
 				cx(&ch, s->pts[i].size), cy(&ch, v), col);
-			data_attrs(f, qn[q], s, s->pts[i].size, rs->tr[t]->key, NULL);
+			rep_data_attrs(f, qn[q], s, s->pts[i].size, rs->tr[t]->key, NULL);
 			fputc('>', f);
 			rep_xml(f, rs->tr[t]->name);
 			fprintf(f, ", %s writes: %s %s</title></circle>\n",
@@ -377,7 +372,7 @@ static void small(FILE *f, const struct rep_set *rs, const struct cat_report_ser
 	}
 }
 
-static void cfg_label(FILE *f, const struct cat_report_series *s, bool pin)
+void rep_cfg_label(FILE *f, const struct cat_report_series *s, bool pin)
 {
 	fprintf(f, "%u writer%s x %u reader%s", s->writers, s->writers == 1 ? "" : "s", s->readers,
 		s->readers == 1 ? "" : "s");
@@ -390,124 +385,16 @@ static void cfg_label(FILE *f, const struct cat_report_series *s, bool pin)
 static void one_config(FILE *f, const struct rep_set *rs, const struct cat_report_series *s,
 		       double y)
 {
-	double sw = (W - 2.0 * GAP) / 3;
+	double sw = (REP_W - 2.0 * REP_GAP) / 3;
 
 	fprintf(f, "<text class=\"cfg\" x=\"0\" y=\"%.1f\" font-size=\"16\" font-weight=\"bold\">",
 		y + 18);
-	cfg_label(f, s, true);
+	rep_cfg_label(f, s, true);
 	fputs("</text>\n", f);
 	throughput(f, rs, s, 0, y + 26);
-	ratios(f, rs, s, W / 2.0 + GAP / 2.0, y + 26);
+	ratios(f, rs, s, REP_W / 2.0 + REP_GAP / 2.0, y + 26);
 	for (int q = Q_P50; q <= Q_SYS; q++)
-		small(f, rs, s, q * (sw + GAP), y + 26 + BIG_H + GAP, sw, (enum small_q)q);
-}
-
-/* Heat map colour: white at 1, blue up to 32x, red down to 1/4. */
-static void heat_color(double v, char *b, size_t bl, bool *dark)
-{
-	double l = v > 0 ? log2(v) : -2, a;
-	int r, g, bl_;
-
-	if (l >= 0) {
-		a = l / 5 > 1 ? 1 : l / 5;
-		r = (int)(255 - a * (255 - 24));
-		g = (int)(255 - a * (255 - 78));
-		bl_ = (int)(255 - a * (255 - 160));
-	} else {
-		a = -l / 2 > 1 ? 1 : -l / 2;
-		r = (int)(255 - a * (255 - 192));
-		g = (int)(255 - a * (255 - 57));
-		bl_ = (int)(255 - a * (255 - 43));
-	}
-	*dark = a > 0.55;
-	snprintf(b, bl, "#%02x%02x%02x", r, g, bl_);
-}
-
-static unsigned heat_per_row(const struct cat_report_series *s)
-{
-	unsigned bw = ROWLAB_W + s[0].npts * CELL_W + GAP, n = W / bw;
-
-	return n ? n : 1;
-}
-
-static double heat_height(const struct rep_set *rs, const struct cat_report_series *s,
-			  unsigned ns)
-{
-	unsigned nb = rs->nup * (rs->nref < 5 ? rs->nref : 5), per = heat_per_row(s);
-
-	return ((nb + per - 1) / per) * (48.0 + ns * CELL_H + GAP) + 80;
-}
-
-static void heat_map(FILE *f, const struct rep_set *rs, const struct cat_report_series *s,
-		     unsigned ns, double y0)
-{
-	static const double scale[] = {0.25, 0.5, 1, 2, 4, 8, 16, 32};
-	unsigned per = heat_per_row(s), blk = 0, nref = rs->nref < 5 ? rs->nref : 5;
-	double bh = 48.0 + ns * CELL_H + GAP, y;
-	char col[16], b[32], lb[32];
-	bool dark;
-
-	fprintf(f, "<text x=\"0\" y=\"%.1f\" font-size=\"16\" font-weight=\"bold\">Speed-up by "
-		"writers x readers and write size</text>\n<text x=\"0\" y=\"%.1f\" font-size=\"12\" "
-		"fill=\"#555\">higher is better: blue, uringpipe is faster; red, slower; white, "
-		"equal. Medians of the runs.</text>\n", y0 + 16, y0 + 32);
-	y0 += 44;
-	for (unsigned u = 0; u < rs->nup; u++)
-		for (unsigned k = 0; k < nref; k++, blk++) {
-			int tu = rs->up[u], tr = rs->ref[k];
-			double x0 = (blk % per) * (ROWLAB_W + s[0].npts * CELL_W + GAP);
-
-			y = y0 + (blk / per) * bh;
-			fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">",
-				x0, y + 12);
-			rep_xml(f, rs->tr[tu]->name);
-			fputs(" over ", f);
-			rep_xml(f, rs->tr[tr]->name);
-			fputs("</text>\n", f);
-			for (unsigned j = 0; j < s[0].npts; j++)
-				fprintf(f, "<text class=\"size\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
-					"text-anchor=\"middle\">%s</text>\n",
-					x0 + ROWLAB_W + (j + 0.5) * CELL_W, y + 40,
-					cat_bytes_label(s[0].pts[j].size, lb, sizeof(lb)));
-			for (unsigned i = 0; i < ns; i++) {
-				double ry = y + 48 + i * CELL_H;
-
-				fprintf(f, "<text class=\"cfg\" x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
-					"text-anchor=\"end\">", x0 + ROWLAB_W - 8, ry + CELL_H / 2.0 + 4);
-				cfg_label(f, &s[i], false);
-				fputs("</text>\n", f);
-				for (unsigned j = 0; j < s[i].npts && j < s[0].npts; j++) {
-					double v = rep_ratio(&s[i].pts[j], tu, tr), x;
-
-					x = x0 + ROWLAB_W + j * CELL_W;
-					if (!(v > 0)) {
-						fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" "
-							"height=\"%d\" fill=\"#eee\" stroke=\"#fff\"/>\n",
-							x, ry, CELL_W, CELL_H);
-						continue;
-					}
-					heat_color(v, col, sizeof(col), &dark);
-					fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" "
-						"fill=\"%s\" stroke=\"#fff\"/>\n<text x=\"%.1f\" "
-						"y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\" "
-						"fill=\"%s\"", x, ry, CELL_W, CELL_H, col, x + CELL_W / 2.0,
-						ry + CELL_H / 2.0 + 4, dark ? "#fff" : "#111");
-					data_attrs(f, "ratio", &s[i], s[i].pts[j].size, rs->tr[tu]->key,
-						   rs->tr[tr]->key);
-					fprintf(f, ">%s\u00d7</text>\n", rep_fmt_ratio(v, b, sizeof(b)));
-				}
-			}
-		}
-	y = y0 + ((blk + per - 1) / per) * bh;
-	fprintf(f, "<text x=\"0\" y=\"%.1f\" font-size=\"12\">colour scale:</text>\n", y + 20);
-	for (unsigned i = 0; i < sizeof(scale) / sizeof(scale[0]); i++) {
-		heat_color(scale[i], col, sizeof(col), &dark);
-		tick_label(scale[i], b, sizeof(b));
-		fprintf(f, "<rect x=\"%u\" y=\"%.1f\" width=\"56\" height=\"22\" fill=\"%s\" "
-			"stroke=\"#ccc\"/>\n<text class=\"scale\" x=\"%u\" y=\"%.1f\" font-size=\"11\" "
-			"text-anchor=\"middle\" fill=\"%s\">%s\u00d7</text>\n", 100 + i * 58, y + 5,
-			col, 128 + i * 58, y + 20, dark ? "#fff" : "#111", b);
-	}
+		small(f, rs, s, q * (sw + REP_GAP), y + 26 + BIG_H + REP_GAP, sw, (enum small_q)q);
 }
 
 static void legend(FILE *f, const struct rep_set *rs, double y)
@@ -528,7 +415,7 @@ static void legend(FILE *f, const struct rep_set *rs, double y)
 
 static void header(FILE *f, const struct cat_report_info *in)
 {
-	static const double col_x[2] = {0, W / 2.0};
+	static const double col_x[2] = {0, REP_W / 2.0};
 	const char *lab[] = {"CPU", "cores online", "kernel", "wake backend", "pinning", "date",
 			     "command", "setup"};
 	const char *key[] = {"cpu", "cores", "kernel", "backend", "pinning", "date", "command",
@@ -564,20 +451,24 @@ void rep_svg(FILE *f, const struct cat_report_info *in, const struct cat_report_
 
 	rep_set_init(&rs, in, s, ns);
 	h = y + LEGEND_H + 20;
-	h += ns == 1 ? 26 + BIG_H + GAP + SMALL_H : ns ? heat_height(&rs, s, ns) : 0;
+	h += ns == 1 ? 26 + BIG_H + REP_GAP + SMALL_H : ns ? rep_heat_height(&rs, s, ns) : 0;
 	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
 		"viewBox=\"-10 -4 %d %.0f\" font-family=\"DejaVu Sans, Helvetica, Arial, "
-		"sans-serif\">\n<title>", W + 20, h, W + 20, h);
+		"sans-serif\">\n<title>", REP_W + 20, h, REP_W + 20, h);
 	rep_xml(f, in->title);
 	fputs("</title>\n<rect x=\"-10\" y=\"-4\" width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n",
 	      f);
 	if (standalone)
 		header(f, in);
-	legend(f, &rs, y);
-	y += LEGEND_H;
+	/* The heat map names its transports in each block; its colours are
+	 * the scale's, not the lines'. */
+	if (ns == 1) {
+		legend(f, &rs, y);
+		y += LEGEND_H;
+	}
 	if (ns == 1)
 		one_config(f, &rs, s, y);
 	else if (ns > 1)
-		heat_map(f, &rs, s, ns, y);
+		rep_heat_map(f, &rs, s, ns, y);
 	fputs("</svg>\n", f);
 }

@@ -16,7 +16,9 @@
  *   bench_proc.c    --processes: one run with every worker a process, the
  *                   pipes met by name (uringpipe) or path (a kernel FIFO);
  *   bench_out.c     the text table, the JSON object and the --report data;
- *   bench_pressure.c --memory-pressure: stress-ng beside the benchmark.
+ *   bench_pressure.c --memory-pressure: stress-ng beside the benchmark;
+ *   bench_machine.c what the output says about where it ran: CPU, cores,
+ *                   kernel, backend, pinning, date, command line.
  */
 #ifndef UP_TOOLS_BENCH_H
 #define UP_TOOLS_BENCH_H
@@ -84,6 +86,18 @@ static inline uint64_t bench_read_size(const struct opts *o, uint64_t size)
 	return o->read_size ? o->read_size : size;
 }
 
+/* Where and how the bench ran, as the header, the JSON and the report name
+ * it (bench_machine.c). Plain text, NUL-terminated, possibly truncated. */
+struct bench_machine {
+	char cpu[128];     /* "model name" of /proc/cpuinfo, or the machine */
+	unsigned cores;    /* online CPUs (sysconf) */
+	char kernel[256];  /* uname -r -v */
+	char backend[17];  /* the library's wake backend, as up_stats() says */
+	char pinning[96];
+	char date[32];     /* UTC, ISO 8601, when the bench started */
+	char command[1024]; /* argv, shell-quoted, "--bench" first */
+};
+
 /* What the machine and the library turned out to be, found once at start. */
 struct env {
 	int cpu[2];        /* first two CPUs we may run on, or -1 */
@@ -99,6 +113,8 @@ struct env {
 	 * the capacity (the kernel caps them at wmem_max/rmem_max unless we
 	 * may force them); 0 when the transport does not run. */
 	long unix_buf[2], tcp_buf[2];
+
+	struct bench_machine mach; /* bench_machine_env() fills it after bench_probe() */
 };
 
 /* A 1 x 1 run is pinned, writer and reader on two CPUs, when it may be. */
@@ -346,9 +362,21 @@ void bench_print_table(const struct opts *o, const struct env *env, const struct
 void bench_print_footer(const struct opts *o);
 void bench_print_json(const struct opts *o, const struct env *env, const struct config *cf,
 		      unsigned ncf);
-/* --report: the chart of the medians, written to o->report; dies on failure. */
+/* --report: the page of every run's figures, written to o->report; says where
+ * on stderr; dies on failure. */
 void bench_write_report(const struct opts *o, const struct env *env, const struct config *cf,
 			unsigned ncf);
+/* --report FILE cannot be written: says so and exits 2, before any run. */
+void bench_report_check(const char *path);
+
+/* -------------------------------------------------------- bench_machine.c */
+
+/* The CPU, cores, kernel, date and command line into *m: call it before the
+ * options are parsed (getopt reorders argv). @argv as cat_bench_main() has
+ * it, "--bench" taken out. */
+void bench_machine_probe(struct bench_machine *m, int argc, char *const *argv);
+/* After bench_probe(): *m into env->mach, with the backend and pinning. */
+void bench_machine_env(struct env *env, const struct bench_machine *m);
 
 /* ------------------------------------------------------- bench_pressure.c */
 

@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 
 #include "bench.h"
@@ -150,6 +151,24 @@ static void json_row(const struct opts *o, const struct row *rw)
 	printf("}");
 }
 
+/* ,"machine":{...}: what the report's header and the table's show. */
+static void json_machine(const struct bench_machine *m)
+{
+	printf(",\"machine\":{\"cpu\":");
+	json_str(m->cpu);
+	printf(",\"cores\":%u,\"kernel\":", m->cores);
+	json_str(m->kernel);
+	printf(",\"backend\":");
+	json_str(m->backend);
+	printf(",\"pinning\":");
+	json_str(m->pinning);
+	printf(",\"date\":");
+	json_str(m->date);
+	printf(",\"command\":");
+	json_str(m->command);
+	printf("}");
+}
+
 void bench_print_json(const struct opts *o, const struct env *env, const struct config *cf,
 		       unsigned ncf)
 {
@@ -160,6 +179,7 @@ void bench_print_json(const struct opts *o, const struct env *env, const struct 
 	json_str(env->kpipe_note);
 	printf(",\"backend\":");
 	json_str(env->backend);
+	json_machine(&env->mach);
 	printf(",\"numa_node\":%d,\"repeat\":%u,\"memory_pressure\":%s,\"processes\":%s,"
 	       "\"writer_cpu\":%d,"
 	       "\"reader_cpu\":%d,\"seed\":%" PRIu64 ",\"bytes_option\":%" PRIu64
@@ -215,6 +235,9 @@ void bench_print_header(const struct opts *o, const struct env *env)
 	       " median%s\n", cat_bytes_label(o->capacity, cb, sizeof(cb)), env->kpipe_size,
 	       env->backend, o->repeat, o->repeat == 1 ? "" : "s",
 	       o->pressure ? ", under stress-ng --vm memory pressure" : "");
+	printf("  machine: %s, %u cores online; kernel %s; backend %s; %s\n"
+	       "  pinning: %s; command: %s\n", env->mach.cpu, env->mach.cores, env->mach.kernel,
+	       env->mach.backend, env->mach.date, env->mach.pinning, env->mach.command);
 	if (o->processes)
 		printf("  processes: every writer and reader is a process of its own, forked before"
 		       " the run's pipe exists; uringpipe met by name (up_listen/up_connect),"
@@ -321,12 +344,27 @@ void bench_print_footer(const struct opts *o)
 	       o->bytes ? "bytes per run from --bytes" : "bytes per run calibrated per transport");
 }
 
+/* One transport at one size, for the report: the figures json_row() prints. */
+static void report_cell(const struct opts *o, const struct row *rw, int t,
+			struct cat_report_cell *c)
+{
+	c->mbps_median = median(rw->mbps[t], o->repeat);
+	/* A transport left out of the run (not in --vs) has no bytes. */
+	c->measured = rw->bytes[t] > 0 && c->mbps_median > 0;
+	c->nruns = o->repeat;
+	c->mbps = rw->mbps[t];
+	c->p50_us = median(rw->p50[t], o->repeat);
+	c->p99_us = median(rw->p99[t], o->repeat);
+	c->sys_gib = median(rw->sys_gib[t], o->repeat);
+}
+
 void bench_write_report(const struct opts *o, const struct env *env, const struct config *cf,
 			 unsigned ncf)
 {
 	struct cat_report_series *ser = calloc(ncf, sizeof(*ser));
 	struct cat_report_point *pts = calloc((size_t)ncf * o->nsizes, sizeof(*pts));
-	char sub[256], cb[32];
+	struct cat_report_info in = {0};
+	char setup[256], cb[32], *abs;
 	int r;
 
 	if (!ser || !pts)
@@ -334,24 +372,56 @@ void bench_write_report(const struct opts *o, const struct env *env, const struc
 	for (unsigned c = 0; c < ncf; c++) {
 		ser[c].writers = cf[c].writers;
 		ser[c].readers = cf[c].readers;
+		ser[c].pinned = bench_pinned(env, cf[c].writers, cf[c].readers);
+		ser[c].wcpu = env->cpu[0];
+		ser[c].rcpu = env->cpu[1];
 		ser[c].pts = pts + (size_t)c * o->nsizes;
 		ser[c].npts = o->nsizes;
 		for (unsigned s = 0; s < o->nsizes; s++) {
 			struct cat_report_point *p = &pts[(size_t)c * o->nsizes + s];
 			p->size = cf[c].rows[s].size;
 			for (int t = 0; t < T_COUNT; t++)
-				p->mbps[t] = median(cf[c].rows[s].mbps[t], o->repeat);
+				report_cell(o, &cf[c].rows[s], t, &p->c[t]);
 		}
 	}
-	snprintf(sub, sizeof(sub), "capacity %s, backend %s, uringpipe %s, median of %u run%s%s%s",
-		 cat_bytes_label(o->capacity, cb, sizeof(cb)), env->backend, UP_VERSION_STRING,
-		 o->repeat, o->repeat == 1 ? "" : "s",
+	snprintf(setup, sizeof(setup), "capacity %s, uringpipe %s, median of %u run%s per point%s%s",
+		 cat_bytes_label(o->capacity, cb, sizeof(cb)), UP_VERSION_STRING, o->repeat,
+		 o->repeat == 1 ? "" : "s",
 		 o->pressure ? ", under memory pressure (stress-ng --vm)" : "",
 		 o->processes ? ", writers and readers in processes of their own" : "");
-	r = cat_write_report(o->report, "uringpipe vs kernel pipe: throughput by write size", sub,
-			     ser, ncf);
+	in.title = "uringpipe against kernel transports: throughput by write size";
+	for (int t = 0; t < T_COUNT; t++)
+		in.key[t] = bench_tname[t];
+	in.cpu = env->mach.cpu;
+	in.cores = env->mach.cores;
+	in.kernel = env->mach.kernel;
+	in.backend = env->mach.backend;
+	in.pinning = env->mach.pinning;
+	in.date = env->mach.date;
+	in.command = env->mach.command;
+	in.setup = setup;
+	in.repeat = o->repeat;
+	r = cat_write_report(o->report, &in, ser, ncf);
 	if (r < 0)
 		bench_die("--report %s: %s", o->report, strerror(-r));
+	abs = realpath(o->report, NULL);
+	fflush(stdout); /* the table or JSON first, then where the report went */
+	fprintf(stderr, BENCH_PFX "report written to %s\n", abs ? abs : o->report);
+	free(abs);
 	free(pts);
 	free(ser);
+}
+
+void bench_report_check(const char *path)
+{
+	int r;
+
+	if (!path)
+		return;
+	r = cat_report_check(path);
+	if (r < 0) {
+		fprintf(stderr, BENCH_PFX "--report %s: cannot write there: %s; nothing was run\n",
+			path, strerror(-r));
+		exit(CAT_EXIT_USAGE);
+	}
 }

@@ -16,7 +16,9 @@
  *   cat_size.c     size parsing and formatting, shared by the pump and --bench;
  *   cat_bench.c    --bench: uringpipe against kernel pipes; its parts are the
  *                  bench_*.c files, with their own header bench.h;
- *   cat_report.c   --report: the self-contained HTML/SVG chart.
+ *   cat_report.c   --report: the self-contained HTML/SVG page; its parts are
+ *                  report_svg.c (charts), report_heat.c (a sweep's heat map)
+ *                  and report_html.c (page, table), with their header report.h.
  */
 #ifndef UP_TOOLS_CAT_H
 #define UP_TOOLS_CAT_H
@@ -215,8 +217,14 @@ int cat_bench_main(int argc, char **argv);
 
 /* --------------------------------------------------------- cat_report.c */
 
-/* The --bench transports. The last four are kernel transports that --vs adds;
- * a report point of one that did not run holds 0. */
+/*
+ * The --report page (cat_report.c, report_svg.c, report_html.c). It knows
+ * transports by their --json key, not by number: a transport the bench adds
+ * before CAT_T_COUNT appears in the report once its cells are measured, with
+ * the name and colour report_transport() has for its key. The last four
+ * transports are kernel ones that --vs adds; a cell of one that did not run
+ * is not measured.
+ */
 enum {
 	CAT_T_KERNEL = 0,     /* pipe2(), read/write */
 	CAT_T_URING = 1,      /* up_write/up_read */
@@ -228,24 +236,55 @@ enum {
 	CAT_T_COUNT = 7
 };
 
+/* One transport at one write size in one configuration. The figures are the
+ * ones --json prints for it (same medians), so a test can hold the two
+ * against each other. */
+struct cat_report_cell {
+	bool measured;       /* false: not run (not in --vs), nothing drawn */
+	unsigned nruns;
+	const double *mbps;  /* every timed run, MB/s (MB = 10^6 B) */
+	double mbps_median;
+	double p50_us, p99_us; /* per-write latency, medians over the runs */
+	double sys_gib;      /* system calls per GiB, median over the runs */
+};
+
 struct cat_report_point {
 	uint64_t size;
-	double mbps[CAT_T_COUNT]; /* medians, MB = 10^6 B */
+	struct cat_report_cell c[CAT_T_COUNT];
 };
 
 struct cat_report_series {
 	unsigned writers, readers;
+	bool pinned;
+	int wcpu, rcpu;      /* when pinned */
 	const struct cat_report_point *pts;
 	unsigned npts;
 };
 
+/* What the page says about where and how it was measured. Plain text,
+ * escaped by the writer; NULL or "" leaves a field out. */
+struct cat_report_info {
+	const char *title;
+	const char *key[CAT_T_COUNT]; /* --json keys: "kernel", "uringpipe", ... */
+	const char *cpu, *kernel, *backend, *pinning, *date, *command;
+	unsigned cores;
+	const char *setup; /* capacity, version, repeat... one line */
+	unsigned repeat;
+};
+
 /*
- * cat_write_report - write the chart to @path: an SVG document if the name
- * ends in .svg, else an XHTML page with the SVG inline and a table. No
- * scripts, no external fetches. @title is plain text (escaped here).
- * Returns 0 or -errno.
+ * cat_write_report - write the report to @path: an SVG document if the name
+ * ends in .svg, else an XHTML page with a header, the SVG inline and the
+ * numbers as a table. No scripts, no external fetches. Returns 0 or -errno.
  */
-int cat_write_report(const char *path, const char *title, const char *subtitle,
+int cat_write_report(const char *path, const struct cat_report_info *in,
 		     const struct cat_report_series *s, unsigned ns);
+
+/*
+ * cat_report_check - can @path be written? Opens an existing file for
+ * writing without truncating it, or creates and removes it. 0 or -errno;
+ * the file is as it was either way.
+ */
+int cat_report_check(const char *path);
 
 #endif /* UP_TOOLS_CAT_H */

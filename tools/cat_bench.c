@@ -92,15 +92,19 @@ int cat_bench_main(int argc, char **argv)
 	struct opts o;
 	struct env env;
 	struct config cf[9];
+	struct bench_machine mach;
 	unsigned ncf = 0;
 
+	bench_machine_probe(&mach, argc, argv); /* before getopt reorders argv */
 	bench_parse_args(argc, argv, &o);
+	bench_report_check(o.report);
 	/* A kernel pipe whose reader failed must give the writer EPIPE, not
 	 * kill the benchmark before it can say what went wrong. */
 	signal(SIGPIPE, SIG_IGN);
 
 	bench_probe(o.capacity, &env);
 	bench_kernel_probe(&o, &env);
+	bench_machine_env(&env, &mach);
 	/* The table carries the note; a JSON consumer may not read notes. */
 	if (env.kpipe_note[0] && o.json)
 		fprintf(stderr, BENCH_PFX "%s\n", env.kpipe_note);

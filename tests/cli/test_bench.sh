@@ -57,7 +57,7 @@ expect_grep "SVG report root" "<svg xmlns=\"http://www.w3.org/2000/svg\"" "$T/r.
 
 "$CAT" --bench --report "$T/no/such/dir/r.html" --sizes 4K --bytes 1M --repeat 1 \
 	>/dev/null 2>"$T/err"
-expect_eq "unwritable report: exit 1" "$?" 1
+expect_eq "unwritable report: exit 2, before any run" "$?" 2
 expect_grep "unwritable report: message" "no/such/dir/r.html" "$T/err"
 
 # --- --vs: every kernel transport beside uringpipe, with a number and a ratio.

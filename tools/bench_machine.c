@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_machine.c - where and how `uringpipe-cat --bench` ran, for the
+ * header of the table, the "machine" object of --json and the --report
+ * page: a figure means little without the CPU, the kernel, the wake backend
+ * and the exact command that gave it.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+/* The value of the first "@key<spaces>: value" line of /proc/cpuinfo. */
+static bool cpuinfo(const char *key, char *out, size_t n)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	size_t kl = strlen(key);
+	char line[512];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *v;
+
+		if (strncmp(line, key, kl) != 0 || !(v = strchr(line + kl, ':')))
+			continue;
+		if (strspn(line + kl, " \t") != (size_t)(v - line - (ptrdiff_t)kl))
+			continue;
+		v += strspn(v + 1, " \t") + 1;
+		v[strcspn(v, "\n")] = '\0';
+		if (*v) {
+			snprintf(out, n, "%s", v);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* Words that a POSIX shell reads back unchanged need no quotes. */
+static bool shell_plain(const char *s)
+{
+	return *s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+			    "_@%+=:,./-") == strlen(s);
+}
+
+/* Appends @word, shell-quoted, to @b (of @n bytes, holding @len). A word
+ * that does not fit ends the line with "..." instead of a cut quote. */
+static size_t append_word(char *b, size_t n, size_t len, const char *word)
+{
+	char q[1024];
+	size_t ql = 0;
+
+	if (shell_plain(word)) {
+		ql = (size_t)snprintf(q, sizeof(q), "%s", word);
+	} else {
+		q[ql++] = '\'';
+		for (const char *p = word; *p && ql + 6 < sizeof(q); p++) {
+			if (*p == '\'') {
+				memcpy(q + ql, "'\\''", 4);
+				ql += 4;
+			} else {
+				q[ql++] = *p;
+			}
+		}
+		q[ql++] = '\'';
+		q[ql] = '\0';
+	}
+	if (len + (len ? 1 : 0) + ql + 4 >= n || ql >= sizeof(q) - 1) {
+		if (len + 4 < n && !strstr(b, "..."))
+			len += (size_t)snprintf(b + len, n - len, " ...");
+		return len;
+	}
+	len += (size_t)snprintf(b + len, n - len, "%s%s", len ? " " : "", q);
+	return len;
+}
+
+void bench_machine_probe(struct bench_machine *m, int argc, char *const *argv)
+{
+	struct utsname u;
+	struct tm tm;
+	time_t now = time(NULL);
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t len = 0;
+
+	memset(m, 0, sizeof(*m));
+	if (uname(&u) == 0) {
+		snprintf(m->kernel, sizeof(m->kernel), "%s %s", u.release, u.version);
+		/* x86 says "model name"; arm64 has no name, only numbers. */
+		if (!cpuinfo("model name", m->cpu, sizeof(m->cpu)) &&
+		    !cpuinfo("Hardware", m->cpu, sizeof(m->cpu)))
+			snprintf(m->cpu, sizeof(m->cpu), "%s (no model name in /proc/cpuinfo)",
+				 u.machine);
+	}
+	m->cores = cores > 0 ? (unsigned)cores : 0;
+	if (gmtime_r(&now, &tm))
+		strftime(m->date, sizeof(m->date), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	/* "--bench" may have stood anywhere before "--"; first is the same. */
+	len = append_word(m->command, sizeof(m->command), len, argc > 0 ? argv[0] : CAT_PROG);
+	len = append_word(m->command, sizeof(m->command), len, "--bench");
+	for (int i = 1; i < argc; i++)
+		len = append_word(m->command, sizeof(m->command), len, argv[i]);
+}
+
+void bench_machine_env(struct env *env, const struct bench_machine *m)
+{
+	env->mach = *m;
+	snprintf(env->mach.backend, sizeof(env->mach.backend), "%s", env->backend);
+	if (env->cpu[1] >= 0)
+		snprintf(env->mach.pinning, sizeof(env->mach.pinning),
+			 "1 x 1 runs: writer on cpu%d, reader on cpu%d; others not pinned",
+			 env->cpu[0], env->cpu[1]);
+	else
+		snprintf(env->mach.pinning, sizeof(env->mach.pinning),
+			 "not pinned (fewer than two CPUs allowed)");
+}

@@ -227,6 +227,36 @@ static const char *fmt_us(double v, char *b, size_t bl)
 	return b;
 }
 
+/* @text after @lead, broken at spaces into lines of at most 100 columns,
+ * the later ones indented by four (a word longer than that stays whole). */
+static void print_wrapped(const char *lead, const char *text)
+{
+	size_t col = strlen(lead);
+	const char *p = text;
+
+	fputs(lead, stdout);
+	while (*p) {
+		const char *sp = strchr(p, ' ');
+		size_t w = sp ? (size_t)(sp - p) : strlen(p);
+
+		if (col + w > 100 && col > 4) {
+			fputs("\n    ", stdout);
+			col = 4;
+		}
+		fwrite(p, 1, w, stdout);
+		col += w;
+		p += w;
+		if (*p == ' ') {
+			p++;
+			if (*p && col + 1 < 100) {
+				putchar(' ');
+				col++;
+			}
+		}
+	}
+	putchar('\n');
+}
+
 void bench_print_header(const struct opts *o, const struct env *env)
 {
 	char cb[32];
@@ -235,9 +265,10 @@ void bench_print_header(const struct opts *o, const struct env *env)
 	       " median%s\n", cat_bytes_label(o->capacity, cb, sizeof(cb)), env->kpipe_size,
 	       env->backend, o->repeat, o->repeat == 1 ? "" : "s",
 	       o->pressure ? ", under stress-ng --vm memory pressure" : "");
-	printf("  machine: %s, %u cores online; kernel %s; backend %s; %s\n"
-	       "  pinning: %s; command: %s\n", env->mach.cpu, env->mach.cores, env->mach.kernel,
-	       env->mach.backend, env->mach.date, env->mach.pinning, env->mach.command);
+	printf("  machine: %s, %u cores online; backend %s; %s\n"
+	       "  kernel: %s\n  pinning: %s\n", env->mach.cpu, env->mach.cores,
+	       env->mach.backend, env->mach.date, env->mach.kernel, env->mach.pinning);
+	print_wrapped("  command: ", env->mach.command);
 	if (o->processes)
 		printf("  processes: every writer and reader is a process of its own, forked before"
 		       " the run's pipe exists; uringpipe met by name (up_listen/up_connect),"

@@ -31,7 +31,8 @@ expect_eq "the check leaves an existing report as it was" "$(cat "$T/old.html")"
 # --- the text table's header ---------------------------------------------
 "$CAT" --bench --sizes 4K --bytes 1M --repeat 1 --report "$T/t.html" >"$T/t" 2>"$T/err"
 expect_eq "bench table + report: exit" "$?" 0
-expect_grep "table header: machine line with the kernel" "^  machine: .*; kernel $(uname -r) " "$T/t"
+expect_grep "table header: machine line" "^  machine: .*cores online; backend " "$T/t"
+expect_grep "table header: kernel line" "^  kernel: $(uname -r) " "$T/t"
 expect_grep "table header: the command" "command: .* --bench --sizes 4K --bytes 1M" "$T/t"
 expect_grep "says where the report went" "report written to $(realpath "$T/t.html")" "$T/err"
 

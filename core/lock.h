@@ -85,6 +85,24 @@ static inline int up__lock_take(struct up_end *e, _Atomic uint32_t *lk, bool non
 	return r;
 }
 
+/* Take @lk only if it is free at once: true with it held. For the short
+ * ways, which leave anything else to the general path. */
+static inline bool up__lock_try(struct up_end *e, _Atomic uint32_t *lk)
+{
+	uint32_t cur = 0;
+
+	up__held_set(e, up__held_bit(e, lk));
+	/* [lock] acq: as in up__lock_take(); pairs with [lock] rel in
+	 * up__lock_drop(). Also [held] rel: pairs with [held] sc in
+	 * take_back(). */
+	if (up__likely(atomic_compare_exchange_strong_explicit(lk, &cur, e->lock_id,
+							       memory_order_acq_rel,
+							       memory_order_relaxed)))
+		return true;
+	up__held_clear(e, up__held_bit(e, lk));
+	return false;
+}
+
 static inline void up__lock_drop(struct up_end *e, _Atomic uint32_t *lk)
 {
 	/* [lock] rel: the critical section before the next holder's acquire;

@@ -29,7 +29,7 @@ void up__peek_let_go(struct up_end *rd)
 static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bool whole)
 {
 	struct up_pipe *p = rd->p;
-	bool caught = false;
+	bool caught = false, fin;
 	uint32_t t, h;
 	size_t got = 0;
 	int spans = 0;
@@ -41,6 +41,7 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 		return -EPROTO;
 	off = up__pos_off(pos);
 	t = up__pos_tail(pos);
+	fin = rd->fin_valid && up__pos_own(rd);
 	/* [head] acq: pairs with [head] rel in up__publish(). */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
 	if (h - t > p->g.slot_count)
@@ -56,11 +57,17 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 			caught = true;
 			break;
 		}
-		/* relaxed: ordered by the [head] acquire above. */
-		pg = atomic_load_explicit(&s->page, memory_order_relaxed);
-		/* [len] acq: pairs with [len] rel in up__merge_close(). */
-		len = atomic_load_explicit(&s->len, memory_order_acquire);
-
+		if (fin && t == rd->fin_t) {
+			/* The final slot this end keeps (reader.c): checked
+			 * when kept, and its line not loaded. */
+			pg = rd->fin_pg;
+			len = rd->fin_len;
+		} else {
+			/* relaxed: ordered by the [head] acquire above. */
+			pg = atomic_load_explicit(&s->page, memory_order_relaxed);
+			/* [len] acq: pairs with [len] rel in up__merge_close(). */
+			len = atomic_load_explicit(&s->len, memory_order_acquire);
+		}
 		if (pg >= p->g.page_count || !up__page_in_ring(p, pg) || len > p->g.page_size ||
 		    off > len)
 			return up__proto_error(p);
@@ -82,6 +89,24 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 	rd->caught = caught || t == h;
 	*iovcnt = spans;
 	return (ssize_t)got;
+}
+
+/* up_consume()'s short way, after a peek: @n bytes that leave some of the
+ * final slot kept by this end. True when done (the lock let go). */
+static bool consume_small(struct up_end *rd, size_t n)
+{
+	uint32_t off;
+
+	if (!rd->fin_valid || !up__fin_here(rd, &off) || n >= rd->fin_len - off)
+		return false;
+	/* [tail] rel: up__pos_store(); pairs with [tail] acq in
+	 * up__publish(). */
+	up__pos_store(rd, up__pos(rd->fin_t, off + (uint32_t)n));
+	up__peek_unlock(rd);
+	up__chain_wake(rd);
+	up__count(&rd->c.bytes_read, (uint64_t)n);
+	up__count(&rd->c.reads, 1);
+	return true;
 }
 
 ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
@@ -182,6 +207,8 @@ int up__ring_consume(struct up_end *rd, size_t n)
 		up__peek_let_go(rd);
 		return 0;
 	}
+	if (consume_small(rd, n))
+		return 0;
 	/* Count what is readable first: consume is all or nothing. */
 	avail = consume_avail(rd, n);
 	if (avail < 0) {

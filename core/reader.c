@@ -296,25 +296,12 @@ int up__read_idle(struct up_end *rd, uint32_t writers)
 size_t up__ring_read_small(struct up_end *rd, void *buf, size_t len)
 {
 	struct up_pipe *p = rd->p;
-	uint32_t cur = 0, off;
-	uint64_t pos;
+	uint32_t off;
 
-	if (!rd->fin_valid || rd->armed || rd->peek_locked || up__is_broken(p))
+	if (!rd->fin_valid || rd->armed || rd->peek_locked || up__is_broken(p) ||
+	    !up__lock_try(rd, &p->ln->rlock.word))
 		return 0;
-	up__held_set(rd, UP_HELD_RLOCK);
-	/* [lock] acq: as in up__lock_take(); pairs with [lock] rel in
-	 * up__lock_drop(). Also [held] rel: pairs with [held] sc in
-	 * take_back(). */
-	if (!atomic_compare_exchange_strong_explicit(&p->ln->rlock.word, &cur, rd->lock_id,
-						    memory_order_acq_rel, memory_order_relaxed)) {
-		up__held_clear(rd, UP_HELD_RLOCK);
-		return 0;
-	}
-	/* relaxed: written only under the readers' lock we hold. */
-	pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
-	off = up__pos_off(pos);
-	if (!up__pos_own(rd) || pos != rd->pos_last || up__pos_tail(pos) != rd->fin_t ||
-	    off >= rd->fin_len || len >= rd->fin_len - off) {
+	if (!up__fin_here(rd, &off) || len >= rd->fin_len - off) {
 		up__lock_drop(rd, &p->ln->rlock.word);
 		return 0;
 	}

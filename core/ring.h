@@ -235,6 +235,19 @@ static inline bool up__pos_own(const struct up_end *rd)
 	return atomic_load_explicit(&rd->p->ln->rlock.bias, memory_order_relaxed) == rd->lock_id;
 }
 
+/* Under the readers' lock: the position is inside the final slot this end
+ * keeps a copy of (reader.c), and this end stored it last, so no other
+ * reader can have retired that slot. True, with the offset in *off. */
+static inline bool up__fin_here(struct up_end *rd, uint32_t *off)
+{
+	/* relaxed: written only under the readers' lock we hold. */
+	uint64_t pos = atomic_load_explicit(&rd->p->ln->cons.pos, memory_order_relaxed);
+
+	*off = up__pos_off(pos);
+	return up__pos_own(rd) && pos == rd->pos_last && up__pos_tail(pos) == rd->fin_t &&
+	       *off < rd->fin_len;
+}
+
 /* Under the readers' lock: store the readers' position @pos (see above). */
 static inline void up__pos_store(struct up_end *rd, uint64_t pos)
 {

@@ -80,6 +80,48 @@ static void small_reads_in_order(void)
 	up_pipe_release(p);
 }
 
+/* Take @n bytes by peek and consume and check they are the stream's. */
+static void take(struct up_end *r, uint64_t off, size_t n)
+{
+	struct iovec iov[8];
+	int cnt = 8;
+	size_t got = 0;
+	ssize_t k = up_peek(r, iov, &cnt);
+
+	CHECK(k >= (ssize_t)n);
+	for (int i = 0; i < cnt && got < n; i++) {
+		size_t m = iov[i].iov_len < n - got ? iov[i].iov_len : n - got;
+
+		CHECK_EQ(harness_verify(SEED, off + got, iov[i].iov_base, m), (size_t)-1);
+		got += m;
+	}
+	CHECK_EQ(got, n);
+	CHECK_OK(up_consume(r, n));
+}
+
+/* The zero-copy reader of messages: peek, take 100 bytes, consume them.
+ * Inside a kept slot the peek takes the slot from the copy and the consume
+ * moves the position there; every byte arrives once, in order. */
+static void small_peeks_in_order(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+	uint64_t off = 0;
+
+	make(&w, &r, NULL, &p);
+	put(w, 0, 3 * PAGE);
+	put(w, 3 * PAGE, 100);
+	for (; off + 100 <= 3 * PAGE; off += 100) {
+		take(r, off, 100);
+		if ((off + 100) % PAGE != 0)
+			CHECK(r->fin_valid);
+	}
+	take(r, off, 3 * PAGE + 100 - off);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 /* A read that reaches the end of the slot, or passes it, takes the general
  * path and goes on into the next slot. */
 static void across_the_slot_end(void)
@@ -122,6 +164,28 @@ static void two_readers_take_turns(void)
 	up_close(w);
 	up_close(r1);
 	up_close(r2);
+	up_pipe_release(p);
+}
+
+/* The same with a peek and a consume after the rewrite. */
+static void rewritten_position_peek(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+	struct iovec iov[2];
+	int cnt = 2;
+	uint64_t pos;
+
+	make(&w, &r, NULL, &p);
+	put(w, 0, 2 * PAGE);
+	put(w, 2 * PAGE, 100);
+	take(r, 0, 100);
+	CHECK(r->fin_valid);
+	pos = atomic_load(&p->ln->cons.pos);
+	atomic_store(&p->ln->cons.pos, up__pos(up__pos_tail(pos), 50));
+	CHECK_EQ(up_peek(r, iov, &cnt), -EPROTO);
+	up_close(w);
+	up_close(r);
 	up_pipe_release(p);
 }
 
@@ -168,9 +232,11 @@ static void rewritten_position(void)
 int main(void)
 {
 	RUN(small_reads_in_order);
+	RUN(small_peeks_in_order);
 	RUN(across_the_slot_end);
 	RUN(two_readers_take_turns);
 	RUN(last_slot_not_kept);
 	RUN(rewritten_position);
+	RUN(rewritten_position_peek);
 	return 0;
 }

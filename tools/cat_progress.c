@@ -383,7 +383,7 @@ void cat_meter_update(struct cat_meter *m, uint64_t n, double now, bool final)
 		m->cursor_tried = true;
 		cursor_setup(m);
 	}
-	width = m->tty ? term_width() : 80;
+	width = term_width();
 	format_line(m, line, width, n, el, cur, avg, final);
 	if (m->row > 0) {
 		row = cursor_now(m);

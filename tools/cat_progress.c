@@ -292,6 +292,10 @@ static void cursor_setup(struct cat_meter *m)
 	tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (tty < 0)
 		return;
+	/* A background job that set the terminal's mode or read its reply
+	 * would be stopped (SIGTTOU, SIGTTIN): only the foreground asks. */
+	if (tcgetpgrp(tty) != getpgrp())
+		goto out;
 	if (fstat(tty, &st) < 0)
 		goto out;
 	snprintf(path, sizeof(path), "%s/uringpipe-cat-%u-%jx.cursor", dir && *dir ? dir : "/tmp",

@@ -61,8 +61,9 @@ t0=$(now_s)
 t1=$(now_s)
 wait "$to_pid"
 el=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-if fcmp "$el" '>=' 0.8 && fcmp "$el" '<=' 2.0; then ok "--from -L 64M: 64 MiB in $el s"; else
-	fail "--from -L 64M: 64 MiB in $el s, want 0.8 .. 2.0"
+# The bound above is wide: it includes --to's start and the connection.
+if fcmp "$el" '>=' 0.8 && fcmp "$el" '<=' 3.0; then ok "--from -L 64M: 64 MiB in $el s"; else
+	fail "--from -L 64M: 64 MiB in $el s, want 0.8 .. 3.0"
 fi
 same_file "--from -L 64M: the copy" "$T/r64" "$T/out"
 
@@ -111,7 +112,8 @@ field "-r" '^\[ *[0-9.]+ (B|KiB|MiB|GiB)/s\]$' -r
 field "-a" '^\[ *[0-9.]+ (B|KiB|MiB|GiB)/s\]$' -a
 field "-p" '^\[=+\] 100%$' -p
 field "-b -t" '^ *2\.00 MiB 0:00:0[0-9]$' -b -t
-field "default set" '^ *2\.00 MiB 0:00:0[0-9] \[ *[0-9.]+ [KMG]?i?B/s\] \[ *[0-9.]+ [KMG]?i?B/s\] \[=+\] 100%$'
+rate='\[ *[0-9.]+ [KMG]?i?B/s\]'
+field "default set" "^ *2\\.00 MiB 0:00:0[0-9] $rate $rate \\[=+\\] 100%\$"
 # -e: the time left, on the updates before the end.
 "$CAT" -f -e -i 0.1 -L 8M "$T/r2" >/dev/null 2>"$T/err"
 if head -n -1 "$T/err" | grep -Eqv '^ETA ([0-9]+:[0-9]{2}:[0-9]{2}|\?:\?\?:\?\?)$' ||
@@ -173,13 +175,15 @@ expect_eq "-n -N: numbers stay numbers" "$(last_line "$T/err")" 100
 # The producer's first byte comes after 1.5 s: with -W no update before it
 # (every count > 0) and the timer starts there (the first update within 1 s).
 { sleep 1.5; head -c 1M "$T/r2"; } | "$CAT" -W -n -t -b -i 0.1 >/dev/null 2>"$T/err"
-if awk '$2 == 0 { exit 1 }' "$T/err" && [ -s "$T/err" ]; then ok "-W: no update before the first byte"
+if awk '$2 == 0 { exit 1 }' "$T/err" && [ -s "$T/err" ]; then
+	ok "-W: no update before the first byte"
 else fail "-W: an update before the first byte:"; sed 's/^/    /' "$T/err" >&2; fi
 first=$(head -n 1 "$T/err" | awk '{ print $1 }')
 if fcmp "${first:-9}" '<' 1.0; then ok "-W: the timer starts at the first byte ($first s)"
 else fail "-W: the first update at $first s, want < 1.0 (the 1.5 s stall not counted)"; fi
 { sleep 1.5; head -c 1M "$T/r2"; } | "$CAT" -n -t -b -i 0.1 >/dev/null 2>"$T/err"
-if awk '$2 == 0 { z = 1 } END { exit !z }' "$T/err"; then ok "without -W: updates before the first byte"
+if awk '$2 == 0 { z = 1 } END { exit !z }' "$T/err"; then
+	ok "without -W: updates before the first byte"
 else fail "without -W: no update showed 0 bytes"; fi
 
 # ----------------------------------------------------------------- -u
@@ -194,7 +198,8 @@ printf 'other\n' >"$T/g"
 "$CAT" -q "$T/g" "$T/f" >>"$T/f" 2>"$T/err"
 expect_eq "f >> f: exit 1" "$?" 1
 expect_grep "f >> f: cat's message" "^uringpipe-cat: $T/f: input file is output file$" "$T/err"
-expect_eq "f >> f: the other input still copied, f not grown" "$(cat "$T/f")" "$(printf 'hello\nother')"
+expect_eq "f >> f: the other input still copied, f not grown" "$(cat "$T/f")" \
+	"$(printf 'hello\nother')"
 "$CAT" -q <"$T/f" >>"$T/f" 2>"$T/err"
 expect_eq "< f >> f: exit 1" "$?" 1
 expect_grep "< f >> f: message" "^uringpipe-cat: -: input file is output file$" "$T/err"
@@ -234,7 +239,8 @@ if ! command -v tmux >/dev/null 2>&1; then
 fi
 sock="upcat-pv-$$"
 tm() { tmux -L "$sock" -f /dev/null "$@"; }
-trap 'tm kill-server 2>/dev/null; rm -rf "$T"; rm -f "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$sock"' EXIT
+tm_sock="${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$sock"
+trap 'tm kill-server 2>/dev/null; rm -rf "$T"; rm -f "$tm_sock"' EXIT
 # A session that stays, so that the server does not exit between runs (a
 # new session could land on a server that is on its way out).
 tm new-session -d -s keep 'exec tail -f /dev/null'
@@ -248,9 +254,17 @@ run_in_tmux() {
 	run=$((run + 1))
 	tm new-session -d -s "pv$run" -x 100 -y 12 "bash $1"
 }
+# finish_tmux WHAT: the producer goes on; until the pipeline ended. The pane
+# may still be behind the pty then, so the final checks poll the pane
+# (pane_shows) rather than take one capture.
 finish_tmux() {
 	open_gate
 	timeout 20 tmux -L "$sock" -f /dev/null wait-for pvdone || fail "$1: the pipeline did not end"
+}
+# pane_shows WHAT ERE [COUNT]: until COUNT (1) lines of the pane match ERE.
+pane_has() { pane >"$T/pane"; [ "$(grep -Ec -- "$1" "$T/pane")" -ge "$2" ]; }
+pane_shows() {
+	wait_for "$1" pane_has "$2" "${3:-1}" && ok "$1: $(grep -E -m 1 -- "$2" "$T/pane")"
 }
 release_pane() { open_gate; }
 
@@ -271,10 +285,8 @@ expect_match "tmux: stalled, current 0 B/s, average not, 50%" \
 	'^ *1\.00 MiB 0:00:[0-9]{2} \[ *0 B/s\] \[ *[0-9.]+ KiB/s\] \[=+> +\]  50% ETA ' "$line"
 expect_eq "tmux: the line fills the 100 columns but the last" "${#line}" 99
 finish_tmux "tmux stall"
-line=$(meter_line)
-echo "final: $line"
-expect_match "tmux: the final line" \
-	'^ *2\.00 MiB 0:00:[0-9]{2} \[ *[0-9.]+ [KM]iB/s\] \[ *[0-9.]+ [KM]iB/s\] \[=+\] 100%$' "$line"
+pane_shows "tmux: the final line" \
+	'^ *2\.00 MiB 0:00:[0-9]{2} \[ *[0-9.]+ [KM]iB/s\] \[ *[0-9.]+ [KM]iB/s\] \[=+\] 100%$'
 release_pane
 
 # A final line shorter than the updates before it (the ETA goes) must not
@@ -289,7 +301,7 @@ run_in_tmux "$T/short.sh"
 eta_pane() { meter_line | grep -q 'ETA'; }
 wait_for "tmux -b -e: an update with the ETA" eta_pane
 finish_tmux "tmux -b -e"
-expect_match "tmux -b -e: the final line is clean (no stale ETA)" '^ *2\.00 MiB$' "$(meter_line)"
+pane_shows "tmux -b -e: the final line is clean (no stale ETA)" '^ *2\.00 MiB$'
 release_pane
 
 # -c: two meters in one pipeline, a row each, both kept.
@@ -307,9 +319,7 @@ both_rows() {
 }
 wait_for "tmux -c: a row for each meter" both_rows && ok "tmux -c: a row for each meter"
 finish_tmux "tmux -c"
-pane >"$T/pane"
-expect_eq "tmux -c: the final lines, one each" \
-	"$(grep -Ec '^(aaa|bbb): +2\.00 MiB' "$T/pane")" 2
+pane_shows "tmux -c: the final lines, one each" '^(aaa|bbb): +2\.00 MiB' 2
 expect_eq "tmux -c: the text above them kept" "$(head -n 1 "$T/pane")" top
 release_pane
 
@@ -329,9 +339,7 @@ three_rows() {
 }
 wait_for "tmux -c at the bottom: three rows" three_rows && ok "tmux -c at the bottom: three rows"
 finish_tmux "tmux -c at the bottom"
-pane >"$T/pane"
-expect_eq "tmux -c at the bottom: three final lines" \
-	"$(grep -Ec '^(aaa|bbb|ccc): +2\.00 MiB' "$T/pane")" 3
+pane_shows "tmux -c at the bottom: three final lines" '^(aaa|bbb|ccc): +2\.00 MiB' 3
 expect_eq "tmux -c at the bottom: the last line of seq kept above them" \
 	"$(grep -B1 -m1 -E '^(aaa|bbb|ccc):' "$T/pane" | head -n 1)" 30
 release_pane

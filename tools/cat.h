@@ -80,21 +80,25 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o);
 struct up_end;
 
 /*
- * The rate limit (-L): a token bucket that fills at @rate bytes per second
- * and holds a tenth of a second's worth (at least a byte). Any thread that
+ * The rate limit (-L): a token bucket that fills at @rate bytes per second,
+ * starts empty, holds half a second's worth, and lends a tenth of a
+ * second's worth (the quantum, at least a byte) that the next call waits to
+ * pay back. Any thread that
  * moves data can own one: the pump's reader thread for the plain copy and
  * --to, its writer thread for --from.
  */
 struct cat_rate {
 	double rate;   /* bytes per second; 0: no limit */
 	double burst;  /* the bucket's size, bytes */
+	double quantum; /* the most lent at once, bytes */
 	double tokens; /* bytes that may go now */
 	double last;   /* cat_mono() of the last refill */
 };
 
 void cat_rate_init(struct cat_rate *rl, uint64_t rate);
-/* cat_rate_limit - how much of @want may go now: sleeps until the bucket
- * holds min(@want, burst) bytes and returns that; @want itself when there
+/* cat_rate_limit - how much of @want may go now: sleeps until the last
+ * moves' debt is paid, then returns what the bucket holds or else a quantum,
+ * @want at most; @want itself when there
  * is no limit. Charge what was then moved with cat_rate_used(). */
 size_t cat_rate_limit(struct cat_rate *rl, size_t want);
 void cat_rate_used(struct cat_rate *rl, size_t n);

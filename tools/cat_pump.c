@@ -43,16 +43,23 @@
 #define CAT_IOV 64 /* spans per readv/writev: 64 pages of 64 KiB = 4 MiB */
 
 /*
- * The token bucket of -L. It starts empty, so N bytes at rate R take N/R
- * seconds from the first (less at most one burst), and it holds a tenth of
- * a second: a consumer that stalled for longer gets no more than that at
- * once afterwards, as pv's limit does not make up for lost time either.
+ * The token bucket of -L, paid afterwards: a move may take up to a quantum
+ * (a tenth of a second's worth) on credit, and the next call first waits
+ * until the debt is paid. So N bytes at rate R take N/R seconds, the wait
+ * for the last bytes' debt being the one before the read that finds the
+ * end (a bucket paid in advance made that read wait for tokens it did not
+ * use: 2 MiB at 1M took 2.12 s). The bucket holds half a second: the time
+ * a thread spends between two calls (its read, its write, descheduled)
+ * refills it and is not lost to the cap, while a consumer that stalled
+ * for longer gets half a second's worth at once afterwards, not the whole
+ * stall: pv's limit does not make up for lost time either.
  */
 void cat_rate_init(struct cat_rate *rl, uint64_t rate)
 {
 	memset(rl, 0, sizeof(*rl));
 	rl->rate = (double)rate;
-	rl->burst = rl->rate / 10.0 < 1.0 ? 1.0 : rl->rate / 10.0;
+	rl->quantum = rl->rate / 10.0 < 1.0 ? 1.0 : rl->rate / 10.0;
+	rl->burst = 5.0 * rl->quantum;
 	rl->last = cat_mono();
 }
 
@@ -66,14 +73,13 @@ static void rate_refill(struct cat_rate *rl, double now)
 
 size_t cat_rate_limit(struct cat_rate *rl, size_t want)
 {
-	double need;
+	double may;
 
 	if (rl->rate <= 0 || want == 0)
 		return want;
-	need = (double)want < rl->burst ? (double)want : rl->burst;
 	rate_refill(rl, cat_mono());
-	while (rl->tokens < need) {
-		double s = (need - rl->tokens) / rl->rate;
+	while (rl->tokens < 0) {
+		double s = -rl->tokens / rl->rate;
 		struct timespec ts = {.tv_sec = (time_t)s,
 				      .tv_nsec = (long)((s - (double)(time_t)s) * 1e9) + 1};
 
@@ -86,7 +92,10 @@ size_t cat_rate_limit(struct cat_rate *rl, size_t want)
 		nanosleep(&ts, NULL);
 		rate_refill(rl, cat_mono());
 	}
-	return (size_t)rl->tokens < want ? (size_t)rl->tokens : want;
+	/* What the bucket holds, or a quantum on credit; never less than a
+	 * byte, so that every call makes progress. */
+	may = rl->tokens > rl->quantum ? rl->tokens : rl->quantum;
+	return may < (double)want ? (size_t)may : want;
 }
 
 void cat_rate_used(struct cat_rate *rl, size_t n)

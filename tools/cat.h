@@ -60,6 +60,15 @@ struct cat_opts {
 	int wait_ms;      /* --wait in ms: -1 for ever (default), 0 a single try */
 	char **files;
 	int nfiles;
+	/* pv's options, with pv's meanings (uringpipe-cat(1)). */
+	uint64_t rate_limit; /* -L: bytes per second, 0 for none */
+	double interval;     /* -i: seconds between updates (0.5) */
+	const char *name;    /* -N: the meter's prefix, or NULL */
+	unsigned fields;     /* -t -e -r -a -b -p: CAT_F_* bits; 0 for the default set */
+	bool numeric;        /* -n: numbers, one line per update (forces the meter) */
+	bool wait_first;     /* -W: nothing shown and no timer until the first byte */
+	bool cursor;         /* -c: several meters on one terminal, a row each */
+	bool lines;          /* -l: count lines, not bytes (the count, rate and -s) */
 };
 
 /*
@@ -71,6 +80,30 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o);
 /* ------------------------------------------------------------ cat_pump.c */
 
 struct up_end;
+
+/*
+ * The rate limit (-L): a token bucket that fills at @rate bytes per second,
+ * starts empty, holds half a second's worth, and lends a tenth of a
+ * second's worth (the quantum, at least a byte) that the next call waits to
+ * pay back. Any thread that
+ * moves data can own one: the pump's reader thread for the plain copy and
+ * --to, its writer thread for --from.
+ */
+struct cat_rate {
+	double rate;   /* bytes per second; 0: no limit */
+	double burst;  /* the bucket's size, bytes */
+	double quantum; /* the most lent at once, bytes */
+	double tokens; /* bytes that may go now */
+	double last;   /* cat_mono() of the last refill */
+};
+
+void cat_rate_init(struct cat_rate *rl, uint64_t rate);
+/* cat_rate_limit - how much of @want may go now: sleeps until the last
+ * moves' debt is paid, then returns what the bucket holds or else a quantum,
+ * @want at most; @want itself when there
+ * is no limit. Charge what was then moved with cat_rate_used(). */
+size_t cat_rate_limit(struct cat_rate *rl, size_t want);
+void cat_rate_used(struct cat_rate *rl, size_t n);
 
 /*
  * Which threads a pump runs: both (the plain copy), or one side of it:
@@ -101,6 +134,13 @@ struct cat_pump {
 	pthread_cond_t cv;
 	int running; /* threads still running, under mu */
 	pthread_t rt, wt;
+	/* -l: newlines moved, counted by the thread whose bytes the meter
+	 * shows (cat_main.c); relaxed, for display only. */
+	_Atomic uint64_t lines;
+	struct cat_rate rl; /* -L: the rate-limited thread's only */
+	/* stdout at the start, for "input file is output file" (cat's rule) */
+	bool out_isreg;
+	uint64_t out_dev, out_ino;
 };
 
 /* cat_pump_init - an idle pump for @o; also ignores SIGPIPE from here on,
@@ -160,10 +200,43 @@ int cat_from_connect(const struct cat_opts *o, struct cat_pump *pm, struct up_pi
 
 /* -------------------------------------------------------- cat_progress.c */
 
-/* One progress line on stderr: @el seconds elapsed, @rate bytes/s; @known
- * adds a bar, a percentage and an ETA against @total. @final ends the line. */
-void cat_progress_line(uint64_t bytes, double el, double rate, bool known, uint64_t total,
-		       bool tty, bool final);
+/* The fields of the meter, pv's -b -t -r -a -p -e. */
+enum {
+	CAT_F_BYTES = 1 << 0, /* -b: the count (bytes, or lines with -l) */
+	CAT_F_TIMER = 1 << 1, /* -t: elapsed time */
+	CAT_F_RATE = 1 << 2,  /* -r: rate over the last interval */
+	CAT_F_AVG = 1 << 3,   /* -a: average rate since the start */
+	CAT_F_BAR = 1 << 4,   /* -p: bar and percentage (a moving <=> if the size is unknown) */
+	CAT_F_ETA = 1 << 5,   /* -e: time left, at the average rate (size known) */
+	/* pv's default set (-pterb), with -a beside the current rate. */
+	CAT_F_DEFAULT = CAT_F_BYTES | CAT_F_TIMER | CAT_F_RATE | CAT_F_AVG | CAT_F_BAR | CAT_F_ETA,
+};
+
+#define CAT_METER_MAX_WIDTH 1024 /* columns; a wider terminal gets this many */
+
+struct cat_meter {
+	const struct cat_opts *o;
+	unsigned fields;
+	bool tty;          /* stderr is a terminal (not with -n): update in place */
+	bool known;        /* @total is the expected count */
+	bool started;      /* false with -W until the first byte */
+	bool cursor_tried; /* -c: the row was asked for (once) */
+	uint64_t total;
+	double t0;         /* cat_mono() at the start (with -W: the first byte) */
+	double last_t;     /* the previous update, for the current rate */
+	uint64_t last_n;
+	int row;           /* -c: this meter's terminal row (1-based), 0 if none */
+	int lock_fd;       /* -c: the terminal's lock file, -1 if none */
+	uint64_t scrolls;  /* -c: its size when the row was taken */
+};
+
+/* cat_meter_init - a meter for @o on stderr, counting from @t0. */
+void cat_meter_init(struct cat_meter *m, const struct cat_opts *o, bool tty, bool known,
+		    uint64_t total, double t0);
+/* cat_meter_update - one update at @now with @n moved (bytes, lines with
+ * -l); @final ends the meter's line (the rate shown is then the average). */
+void cat_meter_update(struct cat_meter *m, uint64_t n, double now, bool final);
+void cat_meter_done(struct cat_meter *m);
 
 /* ------------------------------------------------------------ cat_time.c */
 

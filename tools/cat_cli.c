@@ -51,11 +51,33 @@ static void usage(FILE *f)
 "      --page-size SIZE  bytes per pipe page (default 64K; power of two,\n"
 "                        4K .. 1M)\n"
 "      --node N          place the pipe on NUMA node N (default: local)\n"
-"  -p, --progress        show progress on stderr even if it is not a terminal\n"
-"  -q, --quiet           no progress, even on a terminal\n"
 "  -s, --size SIZE       expected total size, for the percentage and ETA\n"
 "                        (default: the sum of the inputs if all are regular\n"
-"                        files)\n"
+"                        files; a number of lines with -l)\n"
+"  -L, --rate-limit SIZE at most SIZE bytes per second\n"
+"  -u                    ignored, as by POSIX cat (output is never buffered)\n"
+"\n"
+"The meter, as pv(1) draws it: on stderr, only when stderr is a terminal\n"
+"unless forced; its rate is the current one (over the last interval).\n"
+"  -p, --progress        the bar; also shows the meter when stderr is not a\n"
+"                        terminal\n"
+"  -t, --timer           the elapsed time\n"
+"  -e, --eta             the time left (the size known)\n"
+"  -r, --rate            the current rate\n"
+"  -a, --average-rate    the average rate\n"
+"  -b, --bytes           the bytes moved (lines with -l)\n"
+"                        (none of -t -e -r -a -b -p: all of them)\n"
+"  -n, --numeric         numbers, one line per update: the percentage (the\n"
+"                        size known) or the bytes; -t adds the seconds first,\n"
+"                        -b the bytes, -r the rate. Shown even off a terminal\n"
+"  -f, --force           show the meter when stderr is not a terminal\n"
+"  -q, --quiet           no meter at all\n"
+"  -i, --interval SEC    seconds between updates (default 0.5; fractions)\n"
+"  -N, --name NAME       put NAME: before the meter\n"
+"  -W                    nothing until the first byte; the timer starts there\n"
+"  -c, --cursor          several meters on one terminal, a row each (ANSI\n"
+"                        cursor positioning)\n"
+"  -l, --line-mode       count lines, not bytes\n"
 "      --json            print a JSON summary on stderr at the end\n"
 "      --to NAME         write the inputs into a pipe served at NAME (a path,\n"
 "                        or @NAME in the abstract namespace); stays until the\n"
@@ -96,6 +118,30 @@ static void bad_usage(const char *fmt, ...)
 	va_end(ap);
 	fputs("\nTry '" CAT_PROG " --help' for more information.\n", stderr);
 	exit(CAT_EXIT_USAGE);
+}
+
+/* -i: decimal seconds, fractions allowed, > 0 and at most a day. */
+static double interval_arg(const char *arg)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = (*arg >= '0' && *arg <= '9') || *arg == '.' ? strtod(arg, &end) : -1.0;
+	if (v <= 0 || errno || *end != '\0' || !isfinite(v) || v > 86400)
+		bad_usage("--interval: '%s' is not a number of seconds (more than 0, at most"
+			  " 86400)", arg);
+	return v;
+}
+
+/* -N: printed before every update, so no control characters (an escape
+ * sequence would move the cursor). */
+static const char *meter_name_arg(const char *arg)
+{
+	for (const char *c = arg; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			bad_usage("--name: the name has a control character");
+	return arg;
 }
 
 static uint64_t size_arg(const char *opt, const char *arg, uint64_t lo, uint64_t hi)
@@ -186,6 +232,7 @@ static void print_version(void)
 void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 {
 	enum { O_PAGE = 256, O_NODE, O_JSON, O_NO_URING, O_TO, O_FROM, O_MODE, O_WAIT };
+	/* pv's long names; pv's -W is --wait there, which is --from's here. */
 	static const struct option lo[] = {
 		{"buffer", required_argument, NULL, 'B'},
 		{"page-size", required_argument, NULL, O_PAGE},
@@ -199,6 +246,18 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 		{"from", required_argument, NULL, O_FROM},
 		{"mode", required_argument, NULL, O_MODE},
 		{"wait", required_argument, NULL, O_WAIT},
+		{"rate-limit", required_argument, NULL, 'L'},
+		{"numeric", no_argument, NULL, 'n'},
+		{"timer", no_argument, NULL, 't'},
+		{"eta", no_argument, NULL, 'e'},
+		{"rate", no_argument, NULL, 'r'},
+		{"average-rate", no_argument, NULL, 'a'},
+		{"bytes", no_argument, NULL, 'b'},
+		{"force", no_argument, NULL, 'f'},
+		{"interval", required_argument, NULL, 'i'},
+		{"name", required_argument, NULL, 'N'},
+		{"cursor", no_argument, NULL, 'c'},
+		{"line-mode", no_argument, NULL, 'l'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -214,7 +273,7 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 	o->mode = 0600;
 	o->wait_ms = -1;
 	opterr = 0; /* our own messages, naming the option */
-	while ((c = getopt_long(argc, argv, ":B:pqs:hV", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":B:pqs:hVL:nterafi:N:Wclub", lo, NULL)) != -1) {
 		switch (c) {
 		case 'B':
 			pipe_opt = "-B/--buffer";
@@ -241,7 +300,49 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 			break;
 		case 'p':
 			o->progress = true;
+			o->fields |= CAT_F_BAR;
 			break;
+		case 'f':
+			o->progress = true;
+			break;
+		case 't':
+			o->fields |= CAT_F_TIMER;
+			break;
+		case 'e':
+			o->fields |= CAT_F_ETA;
+			break;
+		case 'r':
+			o->fields |= CAT_F_RATE;
+			break;
+		case 'a':
+			o->fields |= CAT_F_AVG;
+			break;
+		case 'b':
+			o->fields |= CAT_F_BYTES;
+			break;
+		case 'n':
+			o->numeric = true;
+			break;
+		case 'L':
+			o->rate_limit = size_arg("--rate-limit", optarg, 1, UINT64_MAX);
+			break;
+		case 'i':
+			o->interval = interval_arg(optarg);
+			break;
+		case 'N':
+			o->name = meter_name_arg(optarg);
+			break;
+		case 'W':
+			o->wait_first = true;
+			break;
+		case 'c':
+			o->cursor = true;
+			break;
+		case 'l':
+			o->lines = true;
+			break;
+		case 'u':
+			break; /* POSIX cat's "unbuffered": our writes are never held back */
 		case 'q':
 			o->quiet = true;
 			break;

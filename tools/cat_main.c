@@ -179,27 +179,49 @@ static int open_pipe(const struct cat_opts *o, struct cat_pump *pm, struct up_pi
 	return CAT_EXIT_OK;
 }
 
-/* What the progress line shows besides the byte count. */
+/* The meter's count: bytes moved, or with -l the newlines among them. */
+static uint64_t meter_count(const struct cat_pump *pm)
+{
+	/* relaxed: display only; the final count is read after the join */
+	return pm->o->lines ? atomic_load_explicit(&pm->lines, memory_order_relaxed)
+			    : atomic_load_explicit(moved_bytes(pm), memory_order_relaxed);
+}
+
 struct progress {
 	const struct cat_pump *pm;
-	double t0;
-	bool known, tty;
-	uint64_t total;
+	struct cat_meter m;
+	bool show;
 };
 
-static void draw_progress(const struct progress *pg, double el, bool final)
+/* Whether and how the meter is drawn: on stderr only, when it is a terminal
+ * or the meter is forced (-p, -f, -n); never with -q. The expected count is
+ * -s, else (bytes only) the sum of the inputs' sizes. */
+static void progress_init(struct progress *pg, const struct cat_opts *o, const struct cat_pump *pm)
 {
-	uint64_t b = atomic_load_explicit(moved_bytes(pg->pm), memory_order_relaxed);
+	bool tty = isatty(STDERR_FILENO) == 1, known;
+	uint64_t total = 0;
 
-	cat_progress_line(b, el, el > 0 ? (double)b / el : 0.0, pg->known, pg->total, pg->tty,
-			  final);
+	memset(pg, 0, sizeof(*pg));
+	pg->pm = pm;
+	pg->show = !o->quiet && (o->progress || o->numeric || tty);
+	known = o->have_size || (!o->lines && pm->side != CAT_FROM && known_total(o, &total));
+	if (o->have_size)
+		total = o->size;
+	cat_meter_init(&pg->m, o, tty, known, total, cat_mono());
 }
 
 static void progress_tick(void *arg)
 {
-	const struct progress *pg = arg;
+	struct progress *pg = arg;
 
-	draw_progress(pg, cat_mono() - pg->t0, false);
+	cat_meter_update(&pg->m, meter_count(pg->pm), cat_mono(), false);
+}
+
+static void progress_end(struct progress *pg)
+{
+	if (pg->show)
+		cat_meter_update(&pg->m, meter_count(pg->pm), cat_mono(), true);
+	cat_meter_done(&pg->m);
 }
 
 /* Reports what went wrong and returns the exit status: a write error
@@ -255,8 +277,8 @@ int main(int argc, char **argv)
 	struct up_stats st;
 	struct progress pg;
 	struct timespec rt;
-	bool show, have_st;
-	double secs;
+	bool have_st;
+	double t0, secs;
 	int r, status;
 
 	clock_gettime(CLOCK_REALTIME, &rt);
@@ -276,24 +298,16 @@ int main(int argc, char **argv)
 	if (status != CAT_EXIT_OK)
 		return status;
 
-	memset(&pg, 0, sizeof(pg));
-	pg.pm = &pm;
-	pg.tty = isatty(STDERR_FILENO) == 1;
-	show = !o.quiet && (o.progress || pg.tty);
-	pg.known = o.have_size || (pm.side != CAT_FROM && known_total(&o, &pg.total));
-	if (o.have_size)
-		pg.total = o.size;
-
-	pg.t0 = cat_mono();
+	progress_init(&pg, &o, &pm);
+	t0 = cat_mono();
 	if ((r = cat_pump_start(&pm)) != 0) {
 		fprintf(stderr, CAT_PROG ": pthread_create: %s\n", strerror(r));
 		cat_to_close(l);
 		return CAT_EXIT_PIPE; /* a started thread would block on a dead pipe */
 	}
-	cat_pump_wait(&pm, show ? progress_tick : NULL, &pg);
-	secs = cat_mono() - pg.t0;
-	if (show)
-		draw_progress(&pg, secs, true);
+	cat_pump_wait(&pm, pg.show ? progress_tick : NULL, &pg);
+	secs = cat_mono() - t0;
+	progress_end(&pg);
 	if (pm.side == CAT_TO)
 		cat_to_linger(&pm, p, &ni);
 	if (pm.peer_gone) {
@@ -310,8 +324,8 @@ int main(int argc, char **argv)
 	status = run_status(&pm);
 	have_st = up_stats(p, &st) == 0;
 	if (o.json)
-		print_json(&pm, &st, have_st, secs, status, up_capacity(p), up_page_size(p), pg.known,
-			   pg.total, &ni, (double)rt.tv_sec + (double)rt.tv_nsec / 1e9);
+		print_json(&pm, &st, have_st, secs, status, up_capacity(p), up_page_size(p),
+			   pg.m.known, pg.m.total, &ni, (double)rt.tv_sec + (double)rt.tv_nsec / 1e9);
 	cat_to_close(l);
 	up_pipe_release(p);
 	cat_pump_destroy(&pm);

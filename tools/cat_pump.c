@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +41,100 @@
 #include "cat.h"
 
 #define CAT_IOV 64 /* spans per readv/writev: 64 pages of 64 KiB = 4 MiB */
+
+/*
+ * The token bucket of -L, paid afterwards: a move may take up to a quantum
+ * (a tenth of a second's worth) on credit, and the next call first waits
+ * until the debt is paid. So N bytes at rate R take N/R seconds, the wait
+ * for the last bytes' debt being the one before the read that finds the
+ * end (a bucket paid in advance made that read wait for tokens it did not
+ * use: 2 MiB at 1M took 2.12 s). The bucket holds half a second: the time
+ * a thread spends between two calls (its read, its write, descheduled)
+ * refills it and is not lost to the cap, while a consumer that stalled
+ * for longer gets half a second's worth at once afterwards, not the whole
+ * stall: pv's limit does not make up for lost time either.
+ */
+void cat_rate_init(struct cat_rate *rl, uint64_t rate)
+{
+	memset(rl, 0, sizeof(*rl));
+	rl->rate = (double)rate;
+	rl->quantum = rl->rate / 10.0 < 1.0 ? 1.0 : rl->rate / 10.0;
+	rl->burst = 5.0 * rl->quantum;
+	rl->last = cat_mono();
+}
+
+static void rate_refill(struct cat_rate *rl, double now)
+{
+	rl->tokens += (now - rl->last) * rl->rate;
+	if (rl->tokens > rl->burst)
+		rl->tokens = rl->burst;
+	rl->last = now;
+}
+
+size_t cat_rate_limit(struct cat_rate *rl, size_t want)
+{
+	double may;
+
+	if (rl->rate <= 0 || want == 0)
+		return want;
+	rate_refill(rl, cat_mono());
+	while (rl->tokens < 0) {
+		double s = -rl->tokens / rl->rate;
+		struct timespec ts = {.tv_sec = (time_t)s,
+				      .tv_nsec = (long)((s - (double)(time_t)s) * 1e9) + 1};
+
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		/* Relative: a signal (a stop and continue) only shortens the
+		 * sleep, and the loop tops the bucket up and goes again. */
+		nanosleep(&ts, NULL);
+		rate_refill(rl, cat_mono());
+	}
+	/* What the bucket holds, or a quantum on credit; never less than a
+	 * byte, so that every call makes progress. */
+	may = rl->tokens > rl->quantum ? rl->tokens : rl->quantum;
+	return may < (double)want ? (size_t)may : want;
+}
+
+void cat_rate_used(struct cat_rate *rl, size_t n)
+{
+	if (rl->rate > 0)
+		rl->tokens -= (double)n;
+}
+
+/* The newlines in the first @n bytes of @iov (-l). */
+static uint64_t count_lines(const struct iovec *iov, int cnt, size_t n)
+{
+	uint64_t lines = 0;
+
+	for (int i = 0; i < cnt && n > 0; i++) {
+		const char *p = iov[i].iov_base;
+		size_t len = iov[i].iov_len < n ? iov[i].iov_len : n;
+		const char *end = p + len;
+
+		n -= len;
+		while ((p = memchr(p, '\n', (size_t)(end - p)))) {
+			lines++;
+			p++;
+		}
+	}
+	return lines;
+}
+
+/* Cuts @iov down to @max bytes; returns the spans left. */
+static int iov_trim(struct iovec *iov, int cnt, size_t max)
+{
+	for (int i = 0; i < cnt; i++) {
+		if (iov[i].iov_len >= max) {
+			iov[i].iov_len = max;
+			return i + 1;
+		}
+		max -= iov[i].iov_len;
+	}
+	return cnt;
+}
 
 static void set_pipe_err(struct cat_pump *pm, int r, const char *where)
 {
@@ -98,7 +193,10 @@ static bool pump_file(struct cat_pump *pm, struct cat_io *io, int fd, const char
 	for (;;) {
 		struct iovec iov[CAT_IOV];
 		int cnt = CAT_IOV;
-		ssize_t n = up_reserve(pm->wr, pump_want(pm, chunk), iov, &cnt);
+		/* -L: the reservation is what the bucket allows, so a read
+		 * never takes more than may go. */
+		size_t want = cat_rate_limit(&pm->rl, pump_want(pm, chunk));
+		ssize_t n = up_reserve(pm->wr, want, iov, &cnt);
 		ssize_t r;
 		int c;
 
@@ -119,6 +217,11 @@ static bool pump_file(struct cat_pump *pm, struct cat_io *io, int fd, const char
 			}
 			return true;
 		}
+		cat_rate_used(&pm->rl, (size_t)r);
+		if (pm->o->lines && pm->side == CAT_TO)
+			/* relaxed: a count for the meter only */
+			atomic_fetch_add_explicit(&pm->lines, count_lines(iov, cnt, (size_t)r),
+						  memory_order_relaxed);
 		c = up_commit(pm->wr, (size_t)r);
 		if (c == -EPIPE) {
 			write_end_gone(pm);
@@ -135,6 +238,24 @@ static bool pump_file(struct cat_pump *pm, struct cat_io *io, int fd, const char
 		pm->last_fill = (pm->last_fill + (size_t)r) & (pm->page_size - 1);
 		atomic_fetch_add_explicit(&pm->in_bytes, (uint64_t)r, memory_order_relaxed);
 	}
+}
+
+/*
+ * cat's rule: a regular file that is also stdout, read from a position
+ * before its end, is not copied: `cat f >> f` would feed itself until the
+ * disk is full. An empty input (or one already at its end) is harmless.
+ */
+static bool input_is_output(const struct cat_pump *pm, int fd, const char *name)
+{
+	struct stat st;
+
+	if (!pm->out_isreg || fstat(fd, &st) < 0 || (uint64_t)st.st_dev != pm->out_dev ||
+	    (uint64_t)st.st_ino != pm->out_ino)
+		return false;
+	if (lseek(fd, 0, SEEK_CUR) >= st.st_size)
+		return false;
+	fprintf(stderr, CAT_PROG ": %s: input file is output file\n", name);
+	return true;
 }
 
 static void *reader_thread(void *arg)
@@ -163,6 +284,12 @@ static void *reader_thread(void *arg)
 		if (fd < 0) {
 			fprintf(stderr, CAT_PROG ": %s: %s\n", name, strerror(errno));
 			pm->input_errors++;
+			continue;
+		}
+		if (pm->side != CAT_TO && input_is_output(pm, fd, name)) {
+			pm->input_errors++;
+			if (!is_stdin)
+				close(fd);
 			continue;
 		}
 		/* Advisory: doubles the kernel's readahead window. */
@@ -206,6 +333,8 @@ static void *writer_thread(void *arg)
 			set_pipe_err(pm, (int)n, "up_peek");
 			break;
 		}
+		if (pm->side == CAT_FROM) /* -L; the reader thread has it otherwise */
+			cnt = iov_trim(iov, cnt, cat_rate_limit(&pm->rl, (size_t)n));
 		w = cat_io_writev(io, STDOUT_FILENO, iov, cnt);
 		if (w == 0)
 			w = -EIO; /* writev of > 0 bytes returning 0: no progress possible */
@@ -218,6 +347,12 @@ static void *writer_thread(void *arg)
 			pm->out_err = (int)w;
 			break;
 		}
+		if (pm->side == CAT_FROM)
+			cat_rate_used(&pm->rl, (size_t)w);
+		if (pm->o->lines)
+			/* relaxed: a count for the meter only */
+			atomic_fetch_add_explicit(&pm->lines, count_lines(iov, cnt, (size_t)w),
+						  memory_order_relaxed);
 		c = up_consume(pm->rd, (size_t)w);
 		if (c < 0) {
 			set_pipe_err(pm, c, "up_consume");
@@ -251,10 +386,18 @@ static bool sigpipe_is_default(void)
 
 void cat_pump_init(struct cat_pump *pm, const struct cat_opts *o)
 {
+	struct stat st;
+
 	memset(pm, 0, sizeof(*pm));
 	pm->o = o;
 	pm->side = o->to ? CAT_TO : o->from ? CAT_FROM : CAT_BOTH;
 	pm->sigpipe_default = sigpipe_is_default();
+	if (fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode)) {
+		pm->out_isreg = true;
+		pm->out_dev = (uint64_t)st.st_dev;
+		pm->out_ino = (uint64_t)st.st_ino;
+	}
+	cat_rate_init(&pm->rl, o->rate_limit);
 	signal(SIGPIPE, SIG_IGN);
 	pthread_mutex_init(&pm->mu, NULL);
 	cat_cond_init_mono(&pm->cv);
@@ -284,23 +427,43 @@ int cat_pump_start(struct cat_pump *pm)
 	return r;
 }
 
+static void ts_add(struct timespec *t, long s, long ns)
+{
+	t->tv_sec += s;
+	t->tv_nsec += ns;
+	if (t->tv_nsec >= 1000000000) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000;
+	}
+}
+
 void cat_pump_wait(struct cat_pump *pm, void (*tick)(void *arg), void *arg)
 {
+	/* pv redraws once a second; half that feels live on a terminal. -i
+	 * sets it. */
+	double iv = pm->o->interval > 0 ? pm->o->interval : 0.5;
+	long iv_s = (long)iv, iv_ns = (long)((iv - (double)iv_s) * 1e9);
+	struct timespec dl, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	ts_add(&dl, iv_s, iv_ns);
 	pthread_mutex_lock(&pm->mu);
 	while (pm->running > 0) {
-		struct timespec dl;
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		/* pv redraws once a second; half that feels live on a terminal. */
-		dl.tv_nsec += 500000000;
-		if (dl.tv_nsec >= 1000000000) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000;
-		}
-		if (pthread_cond_timedwait(&pm->cv, &pm->mu, &dl) == ETIMEDOUT && tick) {
+		if (pthread_cond_timedwait(&pm->cv, &pm->mu, &dl) != ETIMEDOUT)
+			continue; /* a thread ended: the deadline stays */
+		if (tick) {
 			/* Unlocked: drawing must not hold up a finishing thread. */
 			pthread_mutex_unlock(&pm->mu);
 			tick(arg);
 			pthread_mutex_lock(&pm->mu);
+		}
+		/* Deadlines an interval apart, not an interval after each draw,
+		 * unless the draws fell behind by more than an interval. */
+		ts_add(&dl, iv_s, iv_ns);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (dl.tv_sec < now.tv_sec || (dl.tv_sec == now.tv_sec && dl.tv_nsec < now.tv_nsec)) {
+			dl = now;
+			ts_add(&dl, iv_s, iv_ns);
 		}
 	}
 	pthread_mutex_unlock(&pm->mu);

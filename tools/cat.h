@@ -156,6 +156,13 @@ void cat_to_close(struct up_listener *l);
  */
 int cat_from_connect(const struct cat_opts *o, struct cat_pump *pm, struct up_pipe **p);
 
+/* ------------------------------------------------------------- cat_tcp.c */
+
+/* Whether --to or --from names "tcp:..."; cat_tcp_main() runs that side
+ * over TCP (the library's bridge) and returns the exit status. */
+bool cat_tcp_wanted(const struct cat_opts *o);
+int cat_tcp_main(const struct cat_opts *o);
+
 /* -------------------------------------------------------- cat_progress.c */
 
 /* One progress line on stderr: @el seconds elapsed, @rate bytes/s; @known

@@ -271,6 +271,8 @@ int main(int argc, char **argv)
 	}
 
 	cat_parse_args(argc, argv, &o);
+	if (cat_tcp_wanted(&o)) /* --to/--from tcp:...: cat_tcp.c */
+		return cat_tcp_main(&o);
 	cat_pump_init(&pm, &o);
 	status = setup(&o, &pm, &p, &l, &ni);
 	if (status != CAT_EXIT_OK)

@@ -664,6 +664,33 @@ static void test_receiver_gone(void)
 	receiver_gone(UP_BRIDGE_NO_URING);
 }
 
+/* A socket that can no longer send (shut down for writing, as after the
+ * peer's reset): -EPIPE, and no SIGPIPE (the harness fails on one). */
+static void no_sigpipe(uint32_t flags)
+{
+	struct shand h;
+
+	memset(&h, 0, sizeof(h));
+	CHECK_OK(up_pipe2(h.a, NULL));
+	tcp_pair(h.s);
+	CHECK_EQ(up_write(h.a[1], "hello", 5), 5);
+	up_close(h.a[1]);
+	CHECK_SYS(shutdown(h.s[0], SHUT_WR));
+	up_bridge_opts_init(&h.sj.o);
+	h.sj.o.flags = flags;
+	CHECK_EQ(up_bridge_send(h.a[0], h.s[0], &h.sj.o, &h.sj.st), -EPIPE);
+	check_path(&h.sj.st, flags);
+	up_close(h.a[0]);
+	close(h.s[0]);
+	close(h.s[1]);
+}
+
+static void test_no_sigpipe(void)
+{
+	no_sigpipe(0);
+	no_sigpipe(UP_BRIDGE_NO_URING);
+}
+
 static void test_bad_args(void)
 {
 	struct up_bridge_opts o;
@@ -705,5 +732,6 @@ int main(int argc, char **argv)
 	RUN(test_timeout);
 	RUN(test_sender_answers);
 	RUN(test_receiver_gone);
+	RUN(test_no_sigpipe);
 	return 0;
 }

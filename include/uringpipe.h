@@ -472,6 +472,83 @@ UP_API int up_connect(const char *name, int timeout_ms, struct up_pipe **out);
 UP_API int up_set_timeout(struct up_end *e, int timeout_ms);
 UP_API int up_wakeup(struct up_end *e);
 
+/*
+ * Since 0.3: a stream carried over a connected socket (TCP, or any
+ * SOCK_STREAM socket), so that a pipe's writer on one machine feeds a pipe's
+ * readers on another. up_bridge_send() takes the stream out of a reader end
+ * and sends it, up_bridge_recv() receives it into a writer end; the bytes
+ * go page -> socket and socket -> page (up_peek/up_reserve), never through
+ * a buffer of the library's. The stream is framed (a header with a magic
+ * and a version, frames with a length, a trailer with the byte count and
+ * its CRC32C), and the receiver confirms the trailer, so that both sides
+ * tell a complete stream from a truncated one. See up_bridge_send(3).
+ */
+
+/* up_bridge_opts.flags */
+#define UP_BRIDGE_NO_URING 0x1u /* send/recv even where io_uring is allowed */
+#define UP_BRIDGE_NO_ZC    0x2u /* never IORING_OP_SENDMSG_ZC */
+#define UP_BRIDGE_ALL      (UP_BRIDGE_NO_URING | UP_BRIDGE_NO_ZC)
+
+struct up_bridge_opts {
+	uint32_t size;      /* sizeof(struct up_bridge_opts): lets the struct grow */
+	uint32_t flags;     /* UP_BRIDGE_* bits; unknown bits are -EINVAL */
+	/* A wait on the socket that sees no progress for this long fails
+	 * with -ETIMEDOUT (a stopped or vanished peer); -1 = never (default). */
+	int      timeout_ms;
+	/* Sends of at least this many bytes go zero-copy (SENDMSG_ZC) where
+	 * io_uring has it; 0 = the default cut-over; SIZE_MAX = never. */
+	size_t   zc_min;
+	/* The largest frame sent, in bytes: 0 = default (1 MiB); at most
+	 * 16 MiB, the largest a receiver takes. */
+	size_t   frame_max;
+};
+
+struct up_bridge_stats {
+	uint64_t bytes;     /* payload bytes sent, or received and committed */
+	uint64_t frames;    /* data frames */
+	uint64_t syscalls;  /* system calls on the socket (io_uring_enter included) */
+	uint64_t zc_sends;  /* sends that went zero-copy */
+	uint64_t zc_copied; /* of those, the ones the kernel copied after all */
+	uint32_t crc32c;    /* CRC32C of the payload so far */
+	char     path[16];  /* "io_uring" or "send/recv" */
+};
+
+/* up_bridge_opts_init - fill @o with the defaults. Any thread. */
+UP_API void up_bridge_opts_init(struct up_bridge_opts *o);
+
+/*
+ * up_bridge_send - send the stream read from @rd (a reader end) over the
+ * connected socket @sockfd until the pipe's end of stream, then the
+ * trailer, and wait for the receiver to confirm it. @o and @st may be NULL.
+ * Returns 0 once the receiver confirmed every byte; -ECONNABORTED (the
+ * receiver closed without confirming), -ECONNRESET, -EPIPE (the socket's
+ * peer went; SIGPIPE is never raised), -ETIMEDOUT (@o->timeout_ms),
+ * -EBADMSG (the receiver counted other bytes than were sent), -EPROTO (the
+ * receiver refused the stream or answered something that is not
+ * uringpipe's), -EINVAL, -EBADF, another -errno of the socket, or an error
+ * of up_peek(). *st says how far it got in every case.
+ * Exclusive on @rd; blocks; enters the kernel for every frame.
+ */
+UP_API int up_bridge_send(struct up_end *rd, int sockfd, const struct up_bridge_opts *o,
+			  struct up_bridge_stats *st);
+
+/*
+ * up_bridge_recv - receive a stream sent by up_bridge_send() over @sockfd
+ * into @wr (a writer end), confirm its trailer to the sender, return. The
+ * writer end stays open: closing it is the caller's end of stream.
+ * Returns 0 when every byte arrived and matched the trailer (count and
+ * CRC32C); -ECONNABORTED (the stream ended before its trailer: the sender
+ * died or closed early; what arrived is in the pipe, an exact prefix),
+ * -EBADMSG (the trailer's count or CRC32C does not match what arrived),
+ * -EPROTO (not a uringpipe stream: wrong magic, a bad frame),
+ * -EPROTONOSUPPORT (another version of the framing), -ECONNRESET,
+ * -ETIMEDOUT, -EPIPE (no reader left on @wr's pipe), -EINVAL, -EBADF, or an
+ * error of up_reserve()/up_commit(). A refusal is told to the sender first.
+ * Exclusive on @wr; blocks; enters the kernel for every receive.
+ */
+UP_API int up_bridge_recv(struct up_end *wr, int sockfd, const struct up_bridge_opts *o,
+			  struct up_bridge_stats *st);
+
 #ifdef __cplusplus
 }
 #endif

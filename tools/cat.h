@@ -198,6 +198,13 @@ void cat_to_close(struct up_listener *l);
  */
 int cat_from_connect(const struct cat_opts *o, struct cat_pump *pm, struct up_pipe **p);
 
+/* ------------------------------------------------------------- cat_tcp.c */
+
+/* Whether --to or --from names "tcp:..."; cat_tcp_main() runs that side
+ * over TCP (the library's bridge) and returns the exit status. */
+bool cat_tcp_wanted(const struct cat_opts *o);
+int cat_tcp_main(const struct cat_opts *o);
+
 /* -------------------------------------------------------- cat_progress.c */
 
 /* The fields of the meter, pv's -b -t -r -a -p -e. */
@@ -237,6 +244,20 @@ void cat_meter_init(struct cat_meter *m, const struct cat_opts *o, bool tty, boo
  * -l); @final ends the meter's line (the rate shown is then the average). */
 void cat_meter_update(struct cat_meter *m, uint64_t n, double now, bool final);
 void cat_meter_done(struct cat_meter *m);
+
+/* ------------------------------------------------------------ cat_main.c */
+
+/* The meter of a pump's run, as the local copy draws it; cat_tcp.c too. */
+struct cat_progress {
+	const struct cat_pump *pm;
+	struct cat_meter m;
+	bool show;
+};
+void cat_progress_init(struct cat_progress *pg, const struct cat_opts *o,
+		       const struct cat_pump *pm);
+/* For cat_pump_wait(): one update (@arg is the struct cat_progress). */
+void cat_progress_tick(void *arg);
+void cat_progress_end(struct cat_progress *pg);
 
 /* ------------------------------------------------------------ cat_time.c */
 

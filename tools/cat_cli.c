@@ -404,6 +404,6 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 		bad_usage("--from: %s belongs to the side that makes the pipe (--to)", pipe_opt);
 	if (mode_opt && !o->to)
 		bad_usage("--mode %s: only --to listens at a name", mode_opt);
-	if (wait_opt && !o->from)
+	if (wait_opt && !o->from && !(o->to && strncmp(o->to, "tcp:", 4) == 0)) /* cat_tcp.c */
 		bad_usage("--wait %s: only --from waits for a name", wait_opt);
 }

@@ -187,16 +187,10 @@ static uint64_t meter_count(const struct cat_pump *pm)
 			    : atomic_load_explicit(moved_bytes(pm), memory_order_relaxed);
 }
 
-struct progress {
-	const struct cat_pump *pm;
-	struct cat_meter m;
-	bool show;
-};
-
 /* Whether and how the meter is drawn: on stderr only, when it is a terminal
  * or the meter is forced (-p, -f, -n); never with -q. The expected count is
  * -s, else (bytes only) the sum of the inputs' sizes. */
-static void progress_init(struct progress *pg, const struct cat_opts *o, const struct cat_pump *pm)
+void cat_progress_init(struct cat_progress *pg, const struct cat_opts *o, const struct cat_pump *pm)
 {
 	bool tty = isatty(STDERR_FILENO) == 1, known;
 	uint64_t total = 0;
@@ -210,14 +204,14 @@ static void progress_init(struct progress *pg, const struct cat_opts *o, const s
 	cat_meter_init(&pg->m, o, tty, known, total, cat_mono());
 }
 
-static void progress_tick(void *arg)
+void cat_progress_tick(void *arg)
 {
-	struct progress *pg = arg;
+	struct cat_progress *pg = arg;
 
 	cat_meter_update(&pg->m, meter_count(pg->pm), cat_mono(), false);
 }
 
-static void progress_end(struct progress *pg)
+void cat_progress_end(struct cat_progress *pg)
 {
 	if (pg->show)
 		cat_meter_update(&pg->m, meter_count(pg->pm), cat_mono(), true);
@@ -275,7 +269,7 @@ int main(int argc, char **argv)
 	struct up_listener *l = NULL;
 	struct cat_named_info ni = {.t0 = cat_mono()};
 	struct up_stats st;
-	struct progress pg;
+	struct cat_progress pg;
 	struct timespec rt;
 	bool have_st;
 	double t0, secs;
@@ -293,21 +287,23 @@ int main(int argc, char **argv)
 	}
 
 	cat_parse_args(argc, argv, &o);
+	if (cat_tcp_wanted(&o)) /* --to/--from tcp:...: cat_tcp.c */
+		return cat_tcp_main(&o);
 	cat_pump_init(&pm, &o);
 	status = setup(&o, &pm, &p, &l, &ni);
 	if (status != CAT_EXIT_OK)
 		return status;
 
-	progress_init(&pg, &o, &pm);
+	cat_progress_init(&pg, &o, &pm);
 	t0 = cat_mono();
 	if ((r = cat_pump_start(&pm)) != 0) {
 		fprintf(stderr, CAT_PROG ": pthread_create: %s\n", strerror(r));
 		cat_to_close(l);
 		return CAT_EXIT_PIPE; /* a started thread would block on a dead pipe */
 	}
-	cat_pump_wait(&pm, pg.show ? progress_tick : NULL, &pg);
+	cat_pump_wait(&pm, pg.show ? cat_progress_tick : NULL, &pg);
 	secs = cat_mono() - t0;
-	progress_end(&pg);
+	cat_progress_end(&pg);
 	if (pm.side == CAT_TO)
 		cat_to_linger(&pm, p, &ni);
 	if (pm.peer_gone) {

@@ -113,6 +113,12 @@ static bool peer_inside(struct up_end *e, struct up_shm_wait *wl, uint64_t now)
 {
 	struct up_pipe *p = e->p;
 
+	/* Others of our side asleep on the line: the spinner would take
+	 * every hand-over before the one a wake is for gets there, and
+	 * starve it (two readers of one stream). Sleep with them. relaxed:
+	 * a hint, as below. */
+	if (atomic_load_explicit(&wl->nwait, memory_order_relaxed) != 0)
+		return false;
 	/* relaxed: a hint to keep spinning; ready() decides. */
 	if (wl == &p->ln->wr_wait)
 		return (atomic_load_explicit(&p->ln->rlock.word, memory_order_relaxed) &

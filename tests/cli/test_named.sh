@@ -97,14 +97,29 @@ if [ -e "$P" ]; then fail "path name: socket left at $P"; else ok "path name rem
 
 # --- two readers share the stream -------------------------------------------
 # Numbered lines of 8 bytes (seq -w: 7 digits and a newline), which divide
-# the 4 KiB pages: readers take whole pages, so whole lines. Both wait first.
+# the 4 KiB pages: readers take whole pages, so whole lines. Both wait first,
+# and the stream starts only once both have the pipe mapped: the first to
+# connect could otherwise read all of it (8 MB take a few ms) before the
+# other's next try (up_connect backs off up to 5 ms).
 seq -w 1 1000000 >"$T/lines"
 N=$(name)
 "$CAT" -q "${W[@]}" --from "$N" >"$T/r1" &
 r1=$!
 "$CAT" -q "${W[@]}" --from "$N" >"$T/r2" &
 r2=$!
-"$CAT" -q -B 64K --page-size 4K --to "$N" "$T/lines"
+both_mapped() {
+	local i
+	for i in $(seq 20000); do
+		if grep -q memfd:uringpipe "/proc/$r1/maps" 2>/dev/null &&
+		   grep -q memfd:uringpipe "/proc/$r2/maps" 2>/dev/null; then
+			return 0
+		fi
+		kill -0 $r1 2>/dev/null && kill -0 $r2 2>/dev/null || return 1
+	done
+	return 1
+}
+{ both_mapped || echo "two readers: not both connected" >&2; cat "$T/lines"; } |
+	"$CAT" -q -B 64K --page-size 4K --to "$N" -
 expect_eq "two readers: --to exit" "$?" 0
 wait $r1
 expect_eq "two readers: first exit" "$?" 0

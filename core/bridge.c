@@ -228,7 +228,11 @@ static int br_opts(struct br *b, int fd, const struct up_bridge_opts *o,
 	if (b->u && !up__bru_has_zc(b->u))
 		b->zc_min = SIZE_MAX;
 #endif
-	strcpy(st->path, b->u ? "io_uring" : "send/recv");
+	{
+		const char *name = b->u ? "io_uring" : "send/recv";
+
+		memcpy(st->path, name, strlen(name) + 1); /* both fit st->path */
+	}
 	return 0;
 }
 

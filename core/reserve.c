@@ -180,9 +180,9 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 		if (r < 0)
 			return r;
 	}
-	r = (int)resv_pages_give(w, len, want_pages, iov, iovcnt);
+	(void)resv_pages_give(w, len, want_pages, iov, iovcnt);
 	/* A large fill: readers that run out meanwhile spin for it. */
-	if (w->resv_bytes >= UP_CHUNK_BYTES) {
+	if (w->resv_bytes >= (size_t)UP_CHUNK_BYTES) {
 		/* relaxed: a hint (shm_layout.h). */
 		atomic_store_explicit(&p->ln->prod.fill_until, up__now_ns() + UP_SPIN_INSIDE_NS,
 				      memory_order_relaxed);

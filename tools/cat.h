@@ -58,6 +58,7 @@ struct cat_opts {
 	const char *from; /* --from NAME: read the pipe from there, no reader thread */
 	unsigned mode;    /* --mode, the listener's permission bits (0600) */
 	int wait_ms;      /* --wait in ms: -1 for ever (default), 0 a single try */
+	int tcp_timeout_ms; /* --tcp-timeout in ms (cat_tcp.c) */
 	char **files;
 	int nfiles;
 	/* pv's options, with pv's meanings (uringpipe-cat(1)). */

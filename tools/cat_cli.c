@@ -23,6 +23,8 @@
 
 #define CAT_DEFAULT_CAPACITY (8 * MiB)
 #define CAT_DEFAULT_PAGE (64 * KiB)
+/* --tcp-timeout's default: a vanished peer seen within half a minute. */
+#define CAT_TCP_TIMEOUT_MS 25000
 /* The library's bound, which up_pipe_create() enforces (-EINVAL): 2^31 pages
  * of 4 KiB, what the ring's 32-bit slot indices allow at every page size.
  * On top of it, -B is held to the machine's memory (machine_memory()). */
@@ -92,7 +94,11 @@ static void usage(FILE *f)
 "      --from tcp:[HOST]:PORT  accept one TCP connection (default host\n"
 "                        127.0.0.1; port 0: any, printed) and write the stream\n"
 "                        to standard output; a stream cut short, or with a bad\n"
-"                        count or CRC32C, exits 4 with a message\n"
+"                        count or CRC32C, exits 4 with a message; -B sizes its\n"
+"                        pipe\n"
+"      --tcp-timeout SECONDS  a TCP peer that answers nothing for about\n"
+"                        SECONDS (sent bytes not acknowledged, keepalive probes\n"
+"                        unanswered) is gone: exit 4 (default 25)\n"
 "      --no-uring        use readv/writev for file I/O (also UPCAT_NO_URING=1;\n"
 "                        UP_FORCE_FUTEX=1 also disables the io_uring waker)\n"
 "      --bench           compare uringpipe with kernel pipes instead\n"
@@ -202,6 +208,21 @@ static int wait_arg(const char *arg)
 	return (int)ceil(v * 1000.0);
 }
 
+/* --tcp-timeout: decimal seconds, fractions allowed, at least 1 and at most
+ * a day (the kernel's keepalive counts whole seconds). */
+static int tcp_timeout_arg(const char *arg)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = (*arg >= '0' && *arg <= '9') || *arg == '.' ? strtod(arg, &end) : -1.0;
+	if (v < 1 || errno || *end != '\0' || !isfinite(v) || v > 86400)
+		bad_usage("--tcp-timeout: '%s' is not a number of seconds (at least 1, at most"
+			  " 86400)", arg);
+	return (int)ceil(v * 1000.0);
+}
+
 /* Physical memory in bytes, as mbuffer -m and sort -S measure it; 0 when
  * unknown (then only the library's bound applies). */
 static uint64_t machine_memory(void)
@@ -236,7 +257,8 @@ static void print_version(void)
 
 void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 {
-	enum { O_PAGE = 256, O_NODE, O_JSON, O_NO_URING, O_TO, O_FROM, O_MODE, O_WAIT };
+	enum { O_PAGE = 256, O_NODE, O_JSON, O_NO_URING, O_TO, O_FROM, O_MODE, O_WAIT,
+	       O_TCP_TIMEOUT };
 	/* pv's long names; pv's -W is --wait there, which is --from's here. */
 	static const struct option lo[] = {
 		{"buffer", required_argument, NULL, 'B'},
@@ -251,6 +273,7 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 		{"from", required_argument, NULL, O_FROM},
 		{"mode", required_argument, NULL, O_MODE},
 		{"wait", required_argument, NULL, O_WAIT},
+		{"tcp-timeout", required_argument, NULL, O_TCP_TIMEOUT},
 		{"rate-limit", required_argument, NULL, 'L'},
 		{"numeric", no_argument, NULL, 'n'},
 		{"timer", no_argument, NULL, 't'},
@@ -267,7 +290,7 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *pipe_opt = NULL, *mode_opt = NULL, *wait_opt = NULL;
+	const char *pipe_opt = NULL, *mode_opt = NULL, *wait_opt = NULL, *tcpto_opt = NULL;
 	uint64_t v, mem;
 	int c;
 
@@ -277,6 +300,7 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 	o->node = -1;
 	o->mode = 0600;
 	o->wait_ms = -1;
+	o->tcp_timeout_ms = CAT_TCP_TIMEOUT_MS;
 	opterr = 0; /* our own messages, naming the option */
 	while ((c = getopt_long(argc, argv, ":B:pqs:hVL:nterafi:N:Wclub", lo, NULL)) != -1) {
 		switch (c) {
@@ -380,6 +404,10 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 			o->wait_ms = wait_arg(optarg);
 			wait_opt = optarg;
 			break;
+		case O_TCP_TIMEOUT:
+			o->tcp_timeout_ms = tcp_timeout_arg(optarg);
+			tcpto_opt = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -405,10 +433,15 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 	if (o->from && o->nfiles)
 		bad_usage("--from takes no FILE ('%s'): it copies NAME to standard output",
 			  o->files[0]);
-	if (o->from && pipe_opt)
+	/* A TCP receiver makes its own pipe (cat_tcp.c); a named one is the
+	 * server's. */
+	if (o->from && pipe_opt && strncmp(o->from, "tcp:", 4) != 0)
 		bad_usage("--from: %s belongs to the side that makes the pipe (--to)", pipe_opt);
 	if (mode_opt && !o->to)
 		bad_usage("--mode %s: only --to listens at a name", mode_opt);
 	if (wait_opt && !o->from && !(o->to && strncmp(o->to, "tcp:", 4) == 0)) /* cat_tcp.c */
 		bad_usage("--wait %s: only --from waits for a name", wait_opt);
+	if (tcpto_opt && !cat_tcp_wanted(o))
+		bad_usage("--tcp-timeout %s: only --to tcp: and --from tcp: have a peer to time"
+			  " out", tcpto_opt);
 }

@@ -15,9 +15,9 @@
  * a message, with stdout holding exactly the bytes that arrived.
  * Either side may start first: --to retries while nothing listens.
  *
- * The sockets have TCP keepalive (a peer that vanished without a reset is
- * noticed within about 25 s) and TCP_NODELAY (a frame's tail and the
- * trailer go at once). Backpressure is TCP's: a receiver that stops makes
+ * A peer that vanished without a reset is noticed within about
+ * --tcp-timeout (tune_socket()). The sockets have TCP_NODELAY (a frame's
+ * tail and the trailer go at once). Backpressure is TCP's: a receiver that stops makes
  * the sender's send wait, its pipe fill and its reader thread wait, so the
  * memory of both stays the pipe's capacity and the socket buffers.
  * -L is the pump's (cat_rate_limit()): the sender's reader thread paces the
@@ -88,14 +88,26 @@ static void nap_ms(int ms)
 		;
 }
 
-static void tune_socket(int fd)
+/*
+ * A peer that answers nothing for about --tcp-timeout is gone, whichever
+ * way the connection stalls: TCP_USER_TIMEOUT ends a wait for the ack of
+ * sent bytes (without it the kernel retransmits for 15 minutes or more),
+ * keepalive a wait for bytes on an idle connection (idle 2/5 of the
+ * timeout, then three probes 1/5 apart). A receiver that is merely slow or
+ * stopped still acks the sender's window probes, so backpressure is never
+ * taken for a dead peer.
+ */
+static void tune_socket(int fd, int timeout_ms)
 {
-	int one = 1, idle = 10, intvl = 5, cnt = 3;
+	int one = 1, s = timeout_ms / 1000;
+	int idle = s * 2 / 5 > 0 ? s * 2 / 5 : 1, intvl = s / 5 > 0 ? s / 5 : 1, cnt = 3;
+	unsigned int uto = (unsigned int)timeout_ms;
 
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
@@ -127,7 +139,7 @@ static int tcp_connect(const struct cat_opts *o, const char *addr)
 			}
 			if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
 				freeaddrinfo(ai);
-				tune_socket(fd);
+				tune_socket(fd, o->tcp_timeout_ms);
 				return fd;
 			}
 			err = errno;
@@ -206,7 +218,7 @@ static int tcp_accept(const struct cat_opts *o, const char *addr)
 		fprintf(stderr, CAT_PROG ": --from tcp:%s: accept: %s\n", addr, strerror(errno));
 	close(l);
 	if (fd >= 0)
-		tune_socket(fd);
+		tune_socket(fd, o->tcp_timeout_ms);
 	return fd;
 }
 

@@ -18,8 +18,10 @@ shift || true
 # spin: the model check of the sleep/wake and publish protocols (tests/model).
 # python3: the CLI tests parse the --bench JSON and the HTML/SVG report with it
 # (they fall back to a minimal shell check without it).
+# iproute2, nftables: the TCP tests between two network namespaces (loss and a
+# half-open connection; skipped without them).
 packages=(build-essential cmake pkg-config liburing-dev libnuma-dev libjemalloc-dev
-          strace numactl python3 spin)
+          strace numactl python3 spin iproute2 nftables)
 
 install_deps() {
 	local missing=()

@@ -6,7 +6,8 @@
 # and its output is exactly the bytes sent so far), a hand-made stream with
 # a wrong magic, a wrong version and a broken trailer, and 1 GiB with the
 # receiver stopped for 2 s meanwhile (the sender's memory stays bounded;
-# count and CRC32C confirmed by the trailer).
+# count and CRC32C confirmed by the trailer); -B on the receiver sizes its
+# pipe.
 . "$(dirname "$0")/lib.sh"
 cli_init "$@"
 
@@ -152,6 +153,20 @@ hand "${HDR}UPDT\\x05\\x00\\x00\\x00hel"
 expect_eq "short stream: exit" $? 4
 expect_grep "short stream: message" "ended before its trailer after 3 bytes" "$T/rerr"
 
+# --tcp-timeout: usage errors, exit 2 with one line.
+badto() { # WHAT MESSAGE-PATTERN ARGS...
+	local what=$1 pat=$2
+	shift 2
+	"$CAT" "$@" </dev/null >"$T/out" 2>"$T/err"
+	expect_eq "$what: exit 2" "$?" 2
+	expect_grep "$what: message" "^uringpipe-cat: .*$pat" "$T/err"
+}
+badto "--tcp-timeout under a second" "at least 1" --tcp-timeout 0.5 --to tcp:127.0.0.1:1
+badto "--tcp-timeout not a number" "not a number of seconds" --tcp-timeout 3x \
+	--from tcp:127.0.0.1:0
+badto "--tcp-timeout without tcp:" "only --to tcp: and --from tcp:" --tcp-timeout 5 "$T/in"
+badto "-B on a named --from" "belongs to the side that makes the pipe" -B 1M --from @x
+
 # 7. 1 GiB with the receiver stopped for 2 s: the sender's resident memory
 # stays near its pipe (-B 8M) while it waits; then everything arrives.
 start_from /dev/null "$T/rerr"
@@ -180,5 +195,47 @@ wait "$RPID"
 expect_eq "1 GiB: receiver exit" $? 0
 expect_eq "1 GiB: count confirmed" "$(json_get stream_bytes "$T/rerr")" $((1 << 30))
 wait "$HPID" 2>/dev/null
+
+# 8. -B sizes the receiver's own pipe: with its standard output's reader
+# stopped, a receiver with -B 64M holds more than the default 8 MiB pipe
+# could, and one with -B 1M stays near its megabyte (TCP's backpressure
+# holds the rest in the sender). Then everything arrives.
+# rss PID: resident KiB, 0 once gone.
+rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+for B in 64M 1M; do
+	rm -f "$T/ofifo"
+	mkfifo "$T/ofifo"
+	# The reader opens the FIFO, then stops itself until kill -CONT.
+	(exec <"$T/ofifo" && kill -STOP "$BASHPID" && exec cat >/dev/null) &
+	CPID=$!
+	start_from "$T/ofifo" "$T/rerr" tcp:127.0.0.1:0 -B "$B"
+	head -c $((128 << 20)) /dev/zero | "$CAT" -q --to "tcp:127.0.0.1:$PORT" 2>"$T/serr" &
+	SPID=$!
+	peak=0
+	d=$(deadline 3)
+	# -B 64M: until the receiver holds 48 MiB; -B 1M: a 3 s look.
+	while fcmp "$(now_s)" '<' "$d"; do
+		r=$(rss "$RPID")
+		[ "${r:-0}" -gt "$peak" ] && peak=$r
+		[ "$B" = 64M ] && [ "$peak" -gt $((48 * 1024)) ] && break
+		sleep 0.05
+	done
+	echo "# -B $B on the receiver, its reader stopped: resident ${peak} KiB"
+	if [ "$B" = 64M ]; then
+		if [ "$peak" -gt $((48 * 1024)) ]; then ok "--from tcp: -B 64M: its pipe holds more"
+		else fail "--from tcp: -B 64M: resident ${peak} KiB, not above 48 MiB (-B not applied?)"; fi
+	elif [ "$peak" -gt 0 ] && [ "$peak" -lt $((8 * 1024)) ]; then
+		ok "--from tcp: -B 1M: resident ${peak} KiB"
+	else
+		fail "--from tcp: -B 1M: resident ${peak} KiB (bound 8 MiB, the default pipe)"
+	fi
+	kill -CONT "$CPID"
+	wait "$SPID"
+	expect_eq "-B $B receiver: sender exit" $? 0
+	wait "$RPID"
+	expect_eq "-B $B receiver: receiver exit" $? 0
+	expect_eq "-B $B receiver: count" "$(json_get stream_bytes "$T/rerr")" $((128 << 20))
+	wait "$CPID"
+done
 
 cli_done

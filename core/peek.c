@@ -7,6 +7,18 @@
  * A peeking reader holds the readers' lock between the two calls, as a
  * reader holds it across its copy; other readers wait meanwhile, writers do
  * not.
+ *
+ * How far a peek walks. Every slot a peek shows costs a load of its page and
+ * len, and the last one's len is the line the writer is storing to. A reader
+ * of 100-byte messages behind a full ring of 4 KiB pages would walk 256
+ * slots to use one. So a fresh peek stops once it has shown peek_want bytes:
+ * what the last up_consume() took, or, when that consume took everything
+ * the peek showed, twice as much (a consumer that uses all it sees is shown
+ * more each time, up to the whole ring; 0, the first peek's, is no bound).
+ * Where the final slot this end keeps (reader.c) holds that much, the peek
+ * shows only its rest, touching neither head nor any slot, as a small read
+ * does. A peek again before a consume walks everything: a caller that needs
+ * more than it was shown sees all there is by asking twice.
  */
 #include "ring.h"
 
@@ -25,8 +37,10 @@ void up__peek_let_go(struct up_end *rd)
 	up__chain_wake(rd);
 }
 
-/* Under the readers' lock: the readable spans, without consuming. */
-static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bool whole)
+/* Under the readers' lock: the readable spans, without consuming, until
+ * @want bytes are shown (0: all of them). */
+static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bool whole,
+			   size_t want)
 {
 	struct up_pipe *p = rd->p;
 	bool caught = false, fin;
@@ -85,6 +99,10 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 			spans++;
 		}
 		got += len - off;
+		if (want != 0 && got >= want) {
+			t++;
+			break;
+		}
 	}
 	rd->caught = caught || t == h;
 	*iovcnt = spans;
@@ -109,15 +127,44 @@ static bool consume_small(struct up_end *rd, size_t n)
 	return true;
 }
 
+/* A fresh peek's short way (see the top): the rest of the final slot this
+ * end keeps, when it holds @want bytes. Only the readers' lock word and our
+ * position line are touched. True when taken (the lock then held). */
+static bool peek_small(struct up_end *rd, struct iovec *iov, int *iovcnt, size_t want)
+{
+	struct up_pipe *p = rd->p;
+	uint32_t off;
+
+	if (want == 0 || !rd->fin_valid || rd->armed || up__is_broken(p) ||
+	    !up__lock_try(rd, &p->ln->rlock.word))
+		return false;
+	if (!up__fin_here(rd, &off) || rd->fin_len - off < want) {
+		up__lock_drop(rd, &p->ln->rlock.word);
+		return false;
+	}
+	rd->peek_locked = true;
+	iov[0].iov_base = up__page_ptr(p, rd->fin_pg) + off;
+	iov[0].iov_len = rd->fin_len - off;
+	*iovcnt = 1;
+	rd->caught = false; /* data left: the streak stays as it is */
+	rd->peek_shown = iov[0].iov_len;
+	return true;
+}
+
 ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 {
 	struct up_pipe *p = rd->p;
 	bool waited = false, whole;
+	size_t want;
 	ssize_t n;
 	int r;
 
 	if (*iovcnt <= 0)
 		return -EINVAL;
+	/* A peek again under the held lock shows everything (see the top). */
+	want = rd->peek_locked ? 0 : rd->peek_want;
+	if (peek_small(rd, iov, iovcnt, want))
+		return (ssize_t)rd->peek_shown;
 	rd->deadline_ns = 0;
 	if (up__unlikely(rd->armed))
 		up__ring_disarm(rd);
@@ -141,13 +188,14 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 				return r;
 			rd->peek_locked = true;
 		}
-		n = peek_locked(rd, iov, &cnt, whole);
+		n = peek_locked(rd, iov, &cnt, whole, want);
 		if (n != 0) {
 			if (n < 0) {
 				up__peek_unlock(rd);
 			} else {
 				up__streak_note(rd, waited);
 				*iovcnt = cnt;
+				rd->peek_shown = (size_t)n;
 			}
 			return n;
 		}
@@ -207,6 +255,15 @@ int up__ring_consume(struct up_end *rd, size_t n)
 		up__peek_let_go(rd);
 		return 0;
 	}
+	/* The next fresh peek's bound (see the top); shown is 0 without a
+	 * peek, and the doubling stops once it bounds nothing. */
+	if (n < rd->peek_shown)
+		rd->peek_want = n;
+	else if (rd->peek_want != 0)
+		rd->peek_want = rd->peek_shown <= (size_t)p->g.page_count * p->g.page_size / 2
+					? 2 * rd->peek_shown
+					: 0;
+	rd->peek_shown = 0;
 	if (consume_small(rd, n))
 		return 0;
 	/* Count what is readable first: consume is all or nothing. */

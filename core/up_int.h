@@ -165,6 +165,9 @@ struct up_end {
 
 	/* Reader: holding the readers' lock between peek and consume. */
 	bool peek_locked;
+	/* Reader: the bytes a fresh peek shows before it stops walking
+	 * (0: every span), and what the last peek showed (peek.c). */
+	size_t peek_want, peek_shown;
 	/* Reader: the readers' position as this end last stored it (ring.h,
 	 * up__pos_take()). */
 	uint64_t pos_last;

@@ -228,7 +228,11 @@ UP_API int up_commit(struct up_end *w, size_t n);
  * up_peek - hand out up to *iovcnt spans of readable bytes in place, blocking
  * like up_read while empty. Returns the bytes visible (> 0), 0 at end of
  * stream, or -EAGAIN, -EBADF, -EINVAL, -EPROTO. The spans stay valid until
- * the next up_consume/up_read/up_close on this end.
+ * the next up_consume/up_read/up_close on this end. A peek may show fewer
+ * bytes than are readable: after an up_consume() it shows at least what that
+ * consume took (twice what the peek before it showed, when it took all of
+ * that), where so much is readable; a peek again before consuming shows
+ * every readable span, up to *iovcnt.
  * up_consume - release the first @n bytes of the stream (n may exceed what the
  * last peek showed only up to what is readable). Returns 0, -EINVAL
  * (n > readable), -EPROTO.

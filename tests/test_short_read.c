@@ -9,12 +9,17 @@
  * show that the short way gives the bytes of the stream in order and only
  * while it may: after another reader moved the position, across the end of
  * the slot, and after a peer rewrote the position.
+ *
+ * A fresh peek walks only as far as the last consume suggests (core/peek.c):
+ * the checks below show what it shows, that it grows for a consumer that
+ * takes all it sees, that a peek again shows everything, and, by slots a
+ * peer spoiled beyond that bound, that the bounded walk never loads them.
  */
 #include <stdatomic.h>
 #include <string.h>
 
 #include "harness.h"
-#include "up_int.h"
+#include "ring.h"
 
 #define PAGE 4096u
 #define SEED 0x5407u
@@ -229,6 +234,82 @@ static void rewritten_position(void)
 	up_pipe_release(p);
 }
 
+/* Peek all there is, and check the spans are the stream's from @off. */
+static ssize_t peek_check(struct up_end *r, uint64_t off)
+{
+	struct iovec iov[32];
+	int cnt = 32;
+	ssize_t k = up_peek(r, iov, &cnt);
+	size_t got = 0;
+
+	for (int i = 0; k > 0 && i < cnt; i++) {
+		CHECK_EQ(harness_verify(SEED, off + got, iov[i].iov_base, iov[i].iov_len),
+			 (size_t)-1);
+		got += iov[i].iov_len;
+	}
+	if (k > 0)
+		CHECK_EQ(got, (size_t)k);
+	return k;
+}
+
+/* A fresh peek shows what the last consume took (rounded up to whole
+ * slots), twice as much after a consume of all it showed, and a peek again
+ * before consuming shows all there is. */
+static void peek_shows_what_is_used(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+
+	make(&w, &r, NULL, &p);
+	for (uint64_t off = 0; off < 12 * PAGE; off += 4 * PAGE)
+		put(w, off, 4 * PAGE);
+	CHECK_EQ(peek_check(r, 0), (ssize_t)(12 * PAGE)); /* the first: all */
+	CHECK_OK(up_consume(r, PAGE));
+	CHECK_EQ(peek_check(r, PAGE), (ssize_t)PAGE);
+	CHECK_EQ(peek_check(r, PAGE), (ssize_t)(11 * PAGE)); /* again: all */
+	CHECK_OK(up_consume(r, PAGE));
+	CHECK_EQ(peek_check(r, 2 * PAGE), (ssize_t)PAGE);
+	CHECK_OK(up_consume(r, PAGE)); /* all it showed: twice as much next */
+	CHECK_EQ(peek_check(r, 3 * PAGE), (ssize_t)(2 * PAGE));
+	CHECK_OK(up_consume(r, 2 * PAGE));
+	CHECK_EQ(peek_check(r, 5 * PAGE), (ssize_t)(4 * PAGE));
+	CHECK_OK(up_consume(r, 100)); /* less: that much, so the kept slot */
+	CHECK_EQ(peek_check(r, 5 * PAGE + 100), (ssize_t)(PAGE - 100));
+	CHECK(r->fin_valid);
+	CHECK_OK(up_consume(r, PAGE - 100)); /* all shown: 2 * (PAGE - 100) */
+	CHECK_EQ(peek_check(r, 6 * PAGE), (ssize_t)(2 * PAGE));
+	CHECK_OK(up_consume(r, 6 * PAGE)); /* more than shown is allowed */
+	CHECK_EQ(up_consume(r, 1), -EINVAL);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/* A peer spoils head and a later slot's len: a bounded peek inside the kept
+ * slot shows its rest without loading either, so it succeeds; the peek again,
+ * which walks everything, finds the damage. */
+static void bounded_peek_loads_nothing_beyond(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+	uint32_t t;
+
+	make(&w, &r, NULL, &p);
+	put(w, 0, 4 * PAGE);
+	put(w, 4 * PAGE, 100);
+	CHECK_EQ(peek_check(r, 0), (ssize_t)(4 * PAGE + 100));
+	CHECK_OK(up_consume(r, 100));
+	CHECK(r->fin_valid);
+	t = up__pos_tail(atomic_load(&p->ln->cons.pos));
+	atomic_store(&up__slot_at(p, t + 2)->len, PAGE + 1);
+	atomic_store(&p->ln->prod.head, t + p->g.slot_count + 1);
+	CHECK_EQ(peek_check(r, 100), (ssize_t)(PAGE - 100));
+	CHECK_EQ(peek_check(r, 100), -EPROTO);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 int main(void)
 {
 	RUN(small_reads_in_order);
@@ -238,5 +319,7 @@ int main(void)
 	RUN(last_slot_not_kept);
 	RUN(rewritten_position);
 	RUN(rewritten_position_peek);
+	RUN(peek_shows_what_is_used);
+	RUN(bounded_peek_loads_nothing_beyond);
 	return 0;
 }

@@ -4,7 +4,8 @@
  *
  * Partial pages (small writes merged into the last page, which the reader
  * will want from the cache soon) are copied with memcpy(); only whole pages
- * take the streaming stores.
+ * may take the streaming stores, when the writer's measurement says they
+ * pay (copy.h, struct up__stores).
  */
 #include <stdint.h>
 #include <string.h>
@@ -44,6 +45,32 @@ static void copy_nt(unsigned char *dst, const unsigned char *src, size_t n)
 	memcpy(dst, src, n);
 }
 #endif
+
+void up__stores_turn(struct up__stores *s, uint64_t now)
+{
+	uint64_t ns = now - s->t0;
+	bool best;
+
+	if (ns > 0 && ns < UP_STORES_IDLE_NS) {
+		/* Bytes per ns * 1000 = MB/s; a window is at most 20 ms and a
+		 * few MiB, so neither the product nor the rate overflows. */
+		uint32_t rate = (uint32_t)(s->bytes * 1000u / ns);
+		uint32_t *r = &s->rate[s->nt];
+
+		*r = *r == 0 ? rate : (uint32_t)(((uint64_t)*r * 3u + rate) / 4u);
+		s->windows++;
+	}
+	s->t0 = 0;
+	s->bytes = 0;
+	/* Each kind measured once first, then the faster, and the slower one
+	 * window in UP_STORES_EXPLORE. */
+	if (s->rate[0] == 0 || s->rate[1] == 0) {
+		s->nt = s->rate[0] != 0;
+		return;
+	}
+	best = s->rate[1] > s->rate[0];
+	s->nt = s->windows % UP_STORES_EXPLORE == 0 ? !best : best;
+}
 
 void up__cur_copy_in(struct up__cur *c, unsigned char *dst, size_t n, bool nt)
 {

@@ -14,10 +14,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(UP_NO_NT_STORES)
 #include <emmintrin.h>
 #define UP_HAVE_NT_STORES 1
 #endif
@@ -50,6 +51,41 @@ static inline void up__nt_fence(void)
 
 /* Copy @n bytes from the cursor to @dst, with streaming stores if @nt. */
 void up__cur_copy_in(struct up__cur *c, unsigned char *dst, size_t n, bool nt);
+
+/*
+ * A writer's choice of stores for whole pages, made by measurement (copy.c).
+ * Which wins depends on where the reader finds the data and on how dear a
+ * line taken from the other core is, and both change with the machine and
+ * its phase; so each writer end times its whole-page bytes in windows, keeps
+ * a smoothed rate per kind of store, uses the faster, and gives the other a
+ * window now and then so a change is seen.
+ */
+#define UP_STORES_WINDOW  (4u << 20)   /* whole-page bytes per timed window */
+#define UP_STORES_EXPLORE 16u          /* one window in this many: the other kind */
+#define UP_STORES_IDLE_NS 20000000ull  /* a slower window says nothing of stores */
+
+struct up__stores {
+	uint64_t t0;       /* the window's start; 0 before its first page */
+	uint64_t bytes;    /* whole-page bytes in the window */
+	uint32_t rate[2];  /* MB/s smoothed, [0] plain, [1] streaming; 0: none yet */
+	uint32_t windows;  /* windows measured */
+	bool nt;           /* the kind in use: streaming stores */
+};
+
+/* A window is full: fold its rate, measured up to @now, in and pick the kind
+ * of store for the next one. */
+void up__stores_turn(struct up__stores *s, uint64_t now);
+
+/* Whole pages are streaming stores now (true) or plain ones. */
+static inline bool up__stores_nt(const struct up__stores *s)
+{
+#ifdef UP_HAVE_NT_STORES
+	return s->nt;
+#else
+	(void)s;
+	return false;
+#endif
+}
 
 /* The cursor's current entry has @k more bytes behind it; step past a full
  * entry (never past the last one, so a copy always finds its place). */

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "uringpipe.h"
+#include "copy.h"
 #include "shm_layout.h"
 #include "wake.h"
 
@@ -158,6 +159,8 @@ struct up_end {
 	bool last_ok;
 	uint32_t last_head, last_len, last_pg;
 	uint32_t cache[UP_END_CACHE_MAX];
+	/* Writer: streaming or plain stores for whole pages (copy.h). */
+	struct up__stores stores;
 
 	/* Announced as a sleeper without sleeping (poll mode). */
 	int armed;            /* UP_ARMED_* */

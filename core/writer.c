@@ -261,8 +261,8 @@ void up__cache_shift(struct up_end *w, uint32_t n)
  * 4 KiB of filling until that falls under UP_CLAIM_OFF_NS: when pages fill
  * fast, the burst of fetches costs more than it saves.
  *
- * Full pages never come here: they take streaming stores, which a store
- * first would defeat. The page is in this writer's cache, not yet
+ * Full pages never come here: they may take streaming stores, which a
+ * store first would defeat. The page is in this writer's cache, not yet
  * published: nobody reads it, and the zeros left at line starts lie beyond
  * any len it will be published with, or are overwritten first.
  */
@@ -301,6 +301,20 @@ void up__resv_cancel(struct up_end *w)
 	w->resv_bytes = 0;
 }
 
+/* Count @bytes of whole pages just copied into the timed window (copy.h). */
+static inline void stores_note(struct up_end *w, uint64_t bytes)
+{
+	struct up__stores *s = &w->stores;
+
+	if (bytes == 0)
+		return;
+	if (s->t0 == 0)
+		s->t0 = up__now_ns();
+	s->bytes += bytes;
+	if (s->bytes >= UP_STORES_WINDOW)
+		up__stores_turn(s, up__now_ns());
+}
+
 ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, size_t len)
 {
 	struct up_pipe *p = w->p;
@@ -321,7 +335,7 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 	while (done < len) {
 		size_t rem = len - done;
 		uint32_t want, n, i;
-		bool part;
+		bool part, nt;
 
 		r = up__write_check(p);
 		if (r < 0)
@@ -353,16 +367,18 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 		}
 		n = (uint32_t)r < want ? (uint32_t)r : want;
 		part = false;
+		nt = up__stores_nt(&w->stores);
 		/* Copy with no lock held: other writers and the readers go on. */
 		for (i = 0; i < n && rem; i++) {
 			uint32_t k = rem < ps ? (uint32_t)rem : ps;
 
-			up__cur_copy_in(&c, up__page_ptr(p, w->cache[i]), k, k == ps);
+			up__cur_copy_in(&c, up__page_ptr(p, w->cache[i]), k, nt && k == ps);
 			lens[i] = k;
 			rem -= k;
 			part = k < ps;
 		}
 		n = i;
+		stores_note(w, (uint64_t)(n - part) << p->g.page_shift);
 		/* The streaming stores above before up__publish()'s head store. */
 		up__nt_fence();
 		r = up__publish(w, w->cache, lens, n);

@@ -7,7 +7,9 @@
 # Loopback (default): a file of MIB MiB (default 2048) from the page cache to
 # /dev/null on the receiver, through uringpipe-cat, mbuffer -O/-I, socat -u,
 # nc (netcat-openbsd) and iperf3 (a single stream, no file: the ceiling of
-# TCP here); the tools not installed are left out.
+# TCP here; iperf3-file: the same stream read from the file, -F, which pays
+# the copy out of the page cache that every other tool pays); the tools not
+# installed are left out.
 # --netns: two network namespaces joined by a veth pair, made and removed
 # by the script (root); with --loss PCT, PCT% of the packets into the
 # receiver are dropped (nftables numgen). uringpipe-cat and mbuffer only,
@@ -79,7 +81,7 @@ row() { # TOOL SECONDS [NOTE]
 	local mbs
 	mbs=$(awk -v b="$size" -v s="$2" 'BEGIN { printf "%.0f", b / s / 1e6 }')
 	all[$1]="${all[$1]:-} $mbs"
-	printf "  %-10s %7.3f s %7s MB/s %s\n" "$1" "$2" "$mbs" "${3:-}"
+	printf "  %-12s %7.3f s %7s MB/s %s\n" "$1" "$2" "$mbs" "${3:-}"
 }
 # timed TOOL SENDER...: runs the sender; the receiver is $RPID, its output
 # $W/out (a sha256 in netns mode).
@@ -104,8 +106,8 @@ recv() { # RECEIVER...: in the receiver's namespace, into /dev/null or sha256sum
 }
 
 tools=(uringpipe)
-for t in mbuffer socat nc iperf3; do
-	command -v "$t" >/dev/null 2>&1 || continue
+for t in mbuffer socat nc iperf3 iperf3-file; do
+	command -v "${t%-file}" >/dev/null 2>&1 || continue
 	[ "$netns" = 1 ] && [ "$t" != mbuffer ] && continue
 	tools+=("$t")
 done
@@ -143,6 +145,12 @@ for r in $(seq 1 "$runs"); do
 			listening "$port"
 			timed "$t" sh -c 'exec iperf3 -c "$1" -p "$2" -n "$3" >/dev/null 2>&1' iperf3 \
 				"$host" "$port" "$size" ;;
+		iperf3-file)
+			iperf3 -s -1 -B "$host" -p "$port" >/dev/null 2>&1 &
+			RPID=$!
+			listening "$port"
+			timed "$t" sh -c 'exec iperf3 -c "$1" -p "$2" -F "$3" >/dev/null 2>&1' iperf3 \
+				"$host" "$port" "$F" ;;
 		esac
 	done
 done
@@ -155,5 +163,5 @@ up=$(echo "${all[uringpipe]}" | med)
 echo "median MB/s, and uringpipe's ratio to each:"
 for t in "${tools[@]}"; do
 	m=$(echo "${all[$t]}" | med)
-	printf "  %-10s %7s   %s\n" "$t" "$m" "$(awk -v a="$up" -v b="$m" 'BEGIN { printf "%.2fx", a / b }')"
+	printf "  %-12s %7s   %s\n" "$t" "$m" "$(awk -v a="$up" -v b="$m" 'BEGIN { printf "%.2fx", a / b }')"
 done

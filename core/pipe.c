@@ -181,6 +181,17 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		goto err_free;
 	}
 	e->pid = getpid();
+	if (dir == UP_WR) {
+		uint64_t sc = 0;
+
+		/* A writer's process registers for membarrier(2) here, once,
+		 * rather than in its first write: the registration waits for
+		 * an RCU grace period, milliseconds, which the first write paid
+		 * holding the writers' lock, on the first message's latency. A
+		 * refusal is remembered; the writer then never biases (fence.c). */
+		(void)up__membarrier_registered(e->pid, &sc);
+		up__count(&e->c.syscalls, sc);
+	}
 	e->pidns = up__live_pidns();
 	e->live_ns = up__coarse_ns(); /* the first check is a slice away */
 	r = own_description(p);

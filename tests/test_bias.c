@@ -891,6 +891,43 @@ static void exclusion_under_churn_across_processes(void)
 		churn_procs_pass();
 }
 
+/*
+ * A process's first writer end registers it for membarrier(2) when it opens,
+ * not in its first write: the registration waits for an RCU grace period
+ * (milliseconds), and paid inside the first write it was that message's
+ * latency. A forked child is a new address space, so it registers anew: in
+ * it, the first write makes no system call and still biases the lock.
+ */
+static void registers_at_open_not_in_the_first_write(void)
+{
+	pid_t pid;
+	int status;
+
+	need_membarrier();
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct up_stats s0, s1;
+		struct up_pipe *p;
+		struct up_end *r, *w;
+		char buf[64] = {0};
+
+		p = pipe_rw(&r, &w);
+		CHECK_OK(up_stats(p, &s0));
+		if (up_write(w, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			_exit(2);
+		CHECK_OK(up_stats(p, &s1));
+		if (s1.syscalls != s0.syscalls)
+			_exit(3);
+		if (bias_of(p) != w->lock_id)
+			_exit(4);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), 0);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -909,5 +946,6 @@ int main(int argc, char **argv)
 	RUN(unfenced_writer_passes_an_idle_owner);
 	RUN(exclusion_under_churn);
 	RUN(exclusion_under_churn_across_processes);
+	RUN(registers_at_open_not_in_the_first_write);
 	return 0;
 }

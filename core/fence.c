@@ -25,8 +25,9 @@
 
 #include "up_int.h"
 
-/* The process that registered (membarrier state belongs to the address
- * space, and a forked child is another one), or minus the one refused. */
+/* The process that registered, or minus the one refused. A forked child
+ * asks again: whether the kernel carried the registration into its copy of
+ * the address space is not assumed (asking when registered is cheap). */
 static _Atomic pid_t registered;
 
 static int sys_membarrier(int cmd)

@@ -166,6 +166,10 @@ static void child_adopt(struct up_end *e, uint32_t idx, uint32_t state, pid_t se
 	e->pool_lost_ns = 0;
 	e->last_ok = false;
 	e->peek_locked = false;
+	e->peek_shown = 0;
+	/* A window the parent's writer began is not the child's to time. */
+	e->stores.t0 = 0;
+	e->stores.bytes = 0;
 	e->armed = UP_ARMED_NONE;
 	e->armed_on = UP_ARMED_ON_LINE;
 	e->streak = 0;

@@ -12,9 +12,11 @@
  * len, and the last one's len is the line the writer is storing to. A reader
  * of 100-byte messages behind a full ring of 4 KiB pages would walk 256
  * slots to use one. So a fresh peek stops once it has shown peek_want bytes:
- * what the last up_consume() took, or, when that consume took everything
- * the peek showed, twice as much (a consumer that uses all it sees is shown
- * more each time, up to the whole ring; 0, the first peek's, is no bound).
+ * what the last up_consume() took, or, when that consume took all that the
+ * peek showed, twice that (a consumer that uses what it sees is shown more
+ * each time, up to the whole ring; 0, the first
+ * peek's, is no bound, and so is the bound after an up_consume(0), which
+ * says that what was shown was too little).
  * Where the final slot this end keeps (reader.c) holds that much, the peek
  * shows only its rest, touching neither head nor any slot, as a small read
  * does. A peek again before a consume walks everything: a caller that needs
@@ -237,11 +239,39 @@ static ssize_t consume_avail(struct up_end *rd, size_t n)
 	return (ssize_t)avail;
 }
 
+/*
+ * The bound of the next fresh peek after a consume of @n (see the top):
+ * @n, when the consumer used less than it was shown; else twice what it was
+ * shown, at least @n and never below the bound it had, so that one peek that
+ * found little does not shrink it. 0 (no bound) stays 0, and a bound over
+ * half the ring becomes 0. peek_shown is 0 when no peek came before
+ * (up__peek_unlock() clears it).
+ *
+ * Not "half of what it was shown": a reader that keeps up with a writer of
+ * messages is shown one or two of them, and doubling on half would make its
+ * next peek walk instead of taking the kept slot.
+ */
+static __attribute__((noinline)) size_t next_want(const struct up_end *rd, size_t n)
+{
+	const size_t half = (size_t)rd->p->g.page_count * rd->p->g.page_size / 2;
+	size_t want;
+
+	if (rd->peek_want == 0)
+		return 0;
+	want = rd->peek_shown <= half ? 2 * rd->peek_shown : 0;
+	if (want != 0 && want < n)
+		want = n;
+	if (want != 0 && want < rd->peek_want)
+		want = rd->peek_want;
+	return want > half ? 0 : want;
+}
+
 int up__ring_consume(struct up_end *rd, size_t n)
 {
 	struct up_pipe *p = rd->p;
 	bool freed = false;
 	ssize_t avail;
+	size_t want;
 	int r;
 
 	rd->deadline_ns = 0;
@@ -252,20 +282,18 @@ int up__ring_consume(struct up_end *rd, size_t n)
 		rd->peek_locked = true;
 	}
 	if (n == 0) {
+		/* Let go without using anything: what it was shown was too
+		 * little, so the next fresh peek shows everything. */
+		rd->peek_want = 0;
 		up__peek_let_go(rd);
 		return 0;
 	}
-	/* The next fresh peek's bound (see the top); shown is 0 without a
-	 * peek, and the doubling stops once it bounds nothing. */
-	if (n < rd->peek_shown)
-		rd->peek_want = n;
-	else if (rd->peek_want != 0)
-		rd->peek_want = rd->peek_shown <= (size_t)p->g.page_count * p->g.page_size / 2
-					? 2 * rd->peek_shown
-					: 0;
-	rd->peek_shown = 0;
-	if (consume_small(rd, n))
+	/* The message reader's case inline, the rest in next_want(). */
+	want = up__likely(n < rd->peek_shown) ? n : next_want(rd, n);
+	if (consume_small(rd, n)) {
+		rd->peek_want = want;
 		return 0;
+	}
 	/* Count what is readable first: consume is all or nothing. */
 	avail = consume_avail(rd, n);
 	if (avail < 0) {
@@ -276,6 +304,7 @@ int up__ring_consume(struct up_end *rd, size_t n)
 		up__peek_let_go(rd);
 		return -EINVAL;
 	}
+	rd->peek_want = want;
 	avail = up__read_locked(rd, NULL, n, false, &freed);
 	up__peek_unlock(rd);
 	if (freed)

@@ -300,6 +300,7 @@ static inline void up__streak_note(struct up_end *rd, bool waited)
 static inline void up__peek_unlock(struct up_end *r)
 {
 	if (r->peek_locked) {
+		r->peek_shown = 0; /* what it showed is gone with the lock */
 		r->peek_locked = false;
 		up__lock_drop(r, &r->p->ln->rlock.word);
 	}

@@ -143,7 +143,10 @@ UP_API void up_pipe_release(struct up_pipe *p);
  * optionally UP_NONBLOCK. Exactly one of UP_RD/UP_WR.
  * Returns 0 and *out, -EINVAL (bad flags), -EMFILE (endpoint table of the
  * segment full), -EPROTO (pipe broken), -ENOMEM.
- * Any thread; never blocks.
+ * Any thread; never waits for the pipe or its peers. A process's first
+ * writer end registers the process for membarrier(2), a system call that
+ * can take milliseconds (an RCU grace period), once, here rather than in
+ * the first write.
  */
 UP_API int up_open(struct up_pipe *p, int flags, struct up_end **out);
 
@@ -230,9 +233,10 @@ UP_API int up_commit(struct up_end *w, size_t n);
  * stream, or -EAGAIN, -EBADF, -EINVAL, -EPROTO. The spans stay valid until
  * the next up_consume/up_read/up_close on this end. A peek may show fewer
  * bytes than are readable: after an up_consume() it shows at least what that
- * consume took (twice what the peek before it showed, when it took all of
- * that), where so much is readable; a peek again before consuming shows
- * every readable span, up to *iovcnt.
+ * consume took, and twice what the peek before it showed when the consume
+ * took all of that, where so much is readable. After up_consume(0),
+ * and on a peek again before consuming, it shows every readable span, up to
+ * *iovcnt.
  * up_consume - release the first @n bytes of the stream (n may exceed what the
  * last peek showed only up to what is readable). Returns 0, -EINVAL
  * (n > readable), -EPROTO.

@@ -895,8 +895,9 @@ static void exclusion_under_churn_across_processes(void)
  * A process's first writer end registers it for membarrier(2) when it opens,
  * not in its first write: the registration waits for an RCU grace period
  * (milliseconds), and paid inside the first write it was that message's
- * latency. A forked child is a new address space, so it registers anew: in
- * it, the first write makes no system call and still biases the lock.
+ * latency. In a forked child (another pid, so the library asks again, and
+ * the old code asked in the first write) the first write of an end opened
+ * there makes no system call and still biases the lock.
  */
 static void registers_at_open_not_in_the_first_write(void)
 {

@@ -285,6 +285,64 @@ static void peek_shows_what_is_used(void)
 	up_pipe_release(p);
 }
 
+/* After up_consume(0) a fresh peek shows everything; after a consume of
+ * more than the peek showed, at least that much. */
+static void peek_after_let_go_and_a_big_consume(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+
+	make(&w, &r, NULL, &p);
+	for (uint64_t off = 0; off < 12 * PAGE; off += 4 * PAGE)
+		put(w, off, 4 * PAGE);
+	put(w, 12 * PAGE, 100);
+	CHECK_EQ(peek_check(r, 0), (ssize_t)(12 * PAGE + 100));
+	CHECK_OK(up_consume(r, 100));
+	CHECK_EQ(peek_check(r, 100), (ssize_t)(PAGE - 100)); /* the kept slot */
+	CHECK_OK(up_consume(r, 0)); /* too little: let go */
+	CHECK_EQ(peek_check(r, 100), (ssize_t)(12 * PAGE));
+	CHECK_OK(up_consume(r, 100));
+	CHECK_EQ(peek_check(r, 200), (ssize_t)(PAGE - 200));
+	CHECK_OK(up_consume(r, 3 * PAGE)); /* more than shown */
+	/* At least 3 pages from 3 * PAGE + 200: the walk ends on the slot
+	 * that reaches them. */
+	CHECK_EQ(peek_check(r, 3 * PAGE + 200), (ssize_t)(4 * PAGE - 200));
+	/* A refused consume leaves the bound as it was. */
+	CHECK_EQ(up_consume(r, 13 * PAGE), -EINVAL);
+	CHECK_EQ(peek_check(r, 3 * PAGE + 200), (ssize_t)(4 * PAGE - 200));
+	/* Less than it showed, if more than half: that much next. */
+	CHECK_OK(up_consume(r, 2 * PAGE));
+	CHECK_EQ(peek_check(r, 5 * PAGE + 200), (ssize_t)(3 * PAGE - 200));
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/* A peek that finds little because the reader caught up, all of it used,
+ * does not shrink the bound the consumer had grown. */
+static void a_catch_up_keeps_the_bound(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+
+	make(&w, &r, NULL, &p);
+	put(w, 0, 4 * PAGE);
+	CHECK_EQ(peek_check(r, 0), (ssize_t)(4 * PAGE));
+	CHECK_OK(up_consume(r, 100));
+	CHECK_EQ(peek_check(r, 100), (ssize_t)(PAGE - 100));
+	CHECK_OK(up_consume(r, PAGE - 100)); /* next: 2 * (PAGE - 100) */
+	CHECK_EQ(peek_check(r, PAGE), (ssize_t)(2 * PAGE));
+	CHECK_OK(up_consume(r, 2 * PAGE)); /* next: 4 pages */
+	CHECK_EQ(peek_check(r, 3 * PAGE), (ssize_t)PAGE); /* all there is */
+	CHECK_OK(up_consume(r, PAGE)); /* still 4 pages, not 2 */
+	put(w, 4 * PAGE, 4 * PAGE);
+	put(w, 8 * PAGE, 4 * PAGE);
+	CHECK_EQ(peek_check(r, 4 * PAGE), (ssize_t)(4 * PAGE));
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 /* A peer spoils head and a later slot's len: a bounded peek inside the kept
  * slot shows its rest without loading either, so it succeeds; the peek again,
  * which walks everything, finds the damage. */
@@ -321,5 +379,7 @@ int main(void)
 	RUN(rewritten_position_peek);
 	RUN(peek_shows_what_is_used);
 	RUN(bounded_peek_loads_nothing_beyond);
+	RUN(peek_after_let_go_and_a_big_consume);
+	RUN(a_catch_up_keeps_the_bound);
 	return 0;
 }

@@ -57,7 +57,12 @@ void up__stores_turn(struct up__stores *s, uint64_t now)
 		uint32_t rate = (uint32_t)(s->bytes * 1000u / ns);
 		uint32_t *r = &s->rate[s->nt];
 
-		*r = *r == 0 ? rate : (uint32_t)(((uint64_t)*r * 3u + rate) / 4u);
+		/* The kind in use is smoothed; a window of the other one
+		 * replaces its rate. That rate was last measured long ago,
+		 * perhaps in the first windows of the pipe, while its pages
+		 * were being faulted in: smoothed, one slow start kept the
+		 * writer on the wrong kind for a hundred windows. */
+		*r = *r == 0 || s->exploring ? rate : (uint32_t)(((uint64_t)*r * 3u + rate) / 4u);
 		s->windows++;
 	}
 	s->t0 = 0;
@@ -66,10 +71,12 @@ void up__stores_turn(struct up__stores *s, uint64_t now)
 	 * window in UP_STORES_EXPLORE. */
 	if (s->rate[0] == 0 || s->rate[1] == 0) {
 		s->nt = s->rate[0] != 0;
+		s->exploring = false;
 		return;
 	}
 	best = s->rate[1] > s->rate[0];
-	s->nt = s->windows % UP_STORES_EXPLORE == 0 ? !best : best;
+	s->exploring = s->windows % UP_STORES_EXPLORE == 0;
+	s->nt = s->exploring ? !best : best;
 }
 
 void up__cur_copy_in(struct up__cur *c, unsigned char *dst, size_t n, bool nt)

@@ -70,6 +70,7 @@ struct up__stores {
 	uint32_t rate[2];  /* MB/s smoothed, [0] plain, [1] streaming; 0: none yet */
 	uint32_t windows;  /* windows measured */
 	bool nt;           /* the kind in use: streaming stores */
+	bool exploring;    /* ... and it is the slower one, tried again */
 };
 
 /* A window is full: fold its rate, measured up to @now, in and pick the kind

@@ -7,7 +7,8 @@
  * 4 MiB over a chosen number of nanoseconds. They show that each kind is
  * measured once first, that the faster is kept with the slower tried one
  * window in UP_STORES_EXPLORE, that a change of which one is faster is
- * followed, and that an idle window teaches nothing. The last check runs a
+ * followed, that a slow first window is forgotten at the next try, and that
+ * an idle window teaches nothing. The last check runs a
  * real stream and finds both kinds measured by the writer end.
  */
 #include <string.h>
@@ -84,6 +85,23 @@ static void a_change_is_followed(void)
 	CHECK_EQ(used, 150u);
 }
 
+/* The first plain window was slow (the pipe's pages faulted in), so
+ * streaming stores were taken; the next plain window, one in 16, replaces
+ * that rate, and the writer is back on plain stores at once. */
+static void a_slow_start_is_forgotten(void)
+{
+	struct up__stores s;
+	uint64_t clk = 1000;
+
+	memset(&s, 0, sizeof(s));
+	window(&s, &clk, 3000); /* plain, cold */
+	window(&s, &clk, 8000); /* streaming */
+	CHECK(s.nt);
+	(void)run(&s, &clk, UP_STORES_EXPLORE, 12000, 8000);
+	CHECK(!s.nt);
+	CHECK_EQ(run(&s, &clk, 160, 12000, 8000), 10u);
+}
+
 /* A window slower than UP_STORES_IDLE_NS (the writer waited for a stopped
  * reader, or had nothing to write) changes neither rate nor choice. */
 static void an_idle_window_teaches_nothing(void)
@@ -152,6 +170,7 @@ int main(void)
 	RUN(each_kind_first_then_the_faster);
 	RUN(streaming_kept_when_faster);
 	RUN(a_change_is_followed);
+	RUN(a_slow_start_is_forgotten);
 	RUN(an_idle_window_teaches_nothing);
 	RUN(a_writer_measures_both);
 	return 0;

@@ -90,29 +90,101 @@ static bool take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint
 	return true;
 }
 
+/*
+ * Hand-off. A holder that drops and takes again at once (a reader that
+ * consumes and peeks again, holding the lock across a write(2) between)
+ * wins against a sleeper its drop woke, every time: the sleeper is still
+ * being scheduled when the word is taken again. So a waiter about to sleep
+ * puts its lock id in the lock's handoff (from 0: one at a time), and a
+ * drop that finds one there claims it (CAS to 0) and exchanges the word
+ * straight to that id, with the waiters bit, then wakes every sleeper
+ * (it cannot wake one by name). Who clears handoff:
+ *
+ *   - the holder handing the word over, with the CAS above;
+ *   - the waiter itself, when it takes the lock another way, times out or
+ *     is cancelled. Its CAS id -> 0 failing means a holder has claimed it
+ *     and is handing it the word: it waits for that, whatever its deadline.
+ *
+ * So a word names a live waiter only after that waiter has been claimed
+ * and while it is inside the call; a holder that dies between the claim
+ * and the exchange leaves the word naming it, dead, and is taken over as
+ * any dead holder. A value in handoff that names no endpoint is garbage
+ * from a peer: cleared, nothing handed.
+ */
+
+/* Drop: the word for the next holder, claimed from handoff (0: none). */
+uint32_t up__lock_pass(struct up_end *e, _Atomic uint32_t *lk)
+{
+	_Atomic uint32_t *ho = &up__lock_line(lk)->handoff;
+	/* relaxed: the CAS below decides. */
+	uint32_t h = atomic_load_explicit(ho, memory_order_relaxed);
+	uint32_t role = h & UP_END_ROLE_MASK;
+
+	if (h == 0)
+		return 0;
+	if (role == 0 || role > e->p->g.max_ends || (h & UP_LOCK_WAITERS) || h == e->lock_id) {
+		/* relaxed: clearing a peer's garbage; nothing is handed. */
+		atomic_compare_exchange_strong_explicit(ho, &h, 0, memory_order_relaxed,
+							memory_order_relaxed);
+		return 0;
+	}
+	/* relaxed: the claim only decides between us and the waiter's own
+	 * unqueue(); the word's exchange carries the critical section. */
+	if (!atomic_compare_exchange_strong_explicit(ho, &h, 0, memory_order_relaxed,
+						     memory_order_relaxed))
+		return 0;
+	return h | UP_LOCK_WAITERS;
+}
+
+/* Take our id back out of handoff: false when a holder claimed it first
+ * (it is handing us the word). */
+static bool unqueue(struct up_end *e, _Atomic uint32_t *lk)
+{
+	uint32_t me = e->lock_id;
+
+	/* relaxed: decides against up__lock_pass()'s claim only. */
+	return atomic_compare_exchange_strong_explicit(&up__lock_line(lk)->handoff, &me, 0,
+						       memory_order_relaxed,
+						       memory_order_relaxed);
+}
+
 int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 {
 	struct up_pipe *p = e->p;
 	uint32_t cur, owner, keep = 0;
+	/* queued: our id is in handoff, or was until a holder claimed it;
+	 * handed: it was claimed, the word is coming to us. */
+	bool queued = false, handed = false;
 	unsigned int i;
+	int r;
 
 	for (i = 0;; i++) {
 		/* relaxed: a look at the holder; the CAS below acquires. */
 		cur = atomic_load_explicit(lk, memory_order_relaxed);
 		owner = cur & ~UP_LOCK_WAITERS;
+		if (owner == e->lock_id && queued) {
+			/* Handed to us by the holder that claimed us.
+			 * [lock] acq: after the load of the word it exchanged;
+			 * pairs with [lock] rel in up__lock_drop(). */
+			atomic_thread_fence(memory_order_acquire);
+			return 0;
+		}
 		if (owner == 0) {
 			/* Keep the waiters bit: others may still sleep.
 			 * [lock] acq: pairs with [lock] rel in up__lock_drop(). */
 			if (atomic_compare_exchange_weak_explicit(
 				    lk, &cur, e->lock_id | (cur & UP_LOCK_WAITERS) | keep,
 				    memory_order_acquire, memory_order_relaxed))
-				return 0;
+				goto taken;
 			continue;
 		}
 		if ((owner & UP_END_ROLE_MASK) == 0 ||
 		    (owner & UP_END_ROLE_MASK) > p->g.max_ends || owner == e->lock_id ||
-		    up__is_broken(p))
+		    up__is_broken(p)) {
+			if (queued && !handed)
+				unqueue(e, lk);
 			return up__proto_error(p);
+		}
 		if (up__backoff(e, i, nonblock))
 			continue;
 		/* Before giving up or sleeping: a holder that died would
@@ -124,14 +196,21 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 			if (atomic_compare_exchange_strong_explicit(
 				    lk, &cur, e->lock_id | (cur & UP_LOCK_WAITERS) | keep,
 				    memory_order_acquire, memory_order_relaxed))
-				return 0;
+				goto taken;
 			continue;
 		}
 		/* Live, but not inside a call for this lock: a stored id. */
 		if (take_back(e, lk, cur, owner, keep))
-			return 0;
+			goto taken;
 		if (nonblock)
 			return -EAGAIN;
+		if (handed) {
+			/* The holder is between its claim and its exchange:
+			 * a few instructions, unless it is preempted. */
+			sched_yield();
+			up__count(&e->c.syscalls, 1);
+			continue;
+		}
 		/* Sleep on the lock word itself, as a futex mutex does.
 		 * relaxed: the bit only asks the holder to wake us; the futex
 		 * wait re-checks the word. */
@@ -140,11 +219,24 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 							   memory_order_relaxed,
 							   memory_order_relaxed))
 			continue;
-		uint64_t sc = 0, slice = UP_WAIT_SLICE_NS;
-		int r = up__sleep_begin(e, lk, false, &slice);
+		if (!queued) {
+			uint32_t none = 0;
 
-		if (r < 0)
-			return r;
+			/* relaxed: a holder that misses us wakes us as before
+			 * (the bit is set); the claim's CAS decides the rest. */
+			queued = atomic_compare_exchange_strong_explicit(
+				&up__lock_line(lk)->handoff, &none, e->lock_id, memory_order_relaxed,
+				memory_order_relaxed);
+		}
+		uint64_t sc = 0, slice = UP_WAIT_SLICE_NS;
+
+		r = up__sleep_begin(e, lk, false, &slice);
+		if (r < 0) {
+			if (!queued || unqueue(e, lk))
+				return r;
+			handed = true; /* the word is on its way: wait for it */
+			continue;
+		}
 		up__count(&e->c.waits, 1);
 		if (e->waker->ops->wait(e->waker, lk, cur | UP_LOCK_WAITERS, slice, NULL, 0, &sc) ==
 		    -ETIMEDOUT)
@@ -163,26 +255,33 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		keep = UP_LOCK_WAITERS;
 		i = UP_BACKOFF_SLEPT;
 	}
+taken:
+	/* Taken another way: out of handoff. A claim that beat us can only be
+	 * a holder's that died before its exchange (we took over from it). */
+	if (queued && !handed)
+		unqueue(e, lk);
+	return 0;
 }
 
-/* The drop found the waiters bit: wake the next taker. */
-void up__lock_wake(struct up_end *e, _Atomic uint32_t *lk)
+/* The drop found the waiters bit, or handed the word over (@all). */
+void up__lock_wake(struct up_end *e, _Atomic uint32_t *lk, bool all)
 {
-	struct up_shm_lock *l = (struct up_shm_lock *)(void *)((char *)lk -
-				 offsetof(struct up_shm_lock, word));
+	struct up_shm_lock *l = up__lock_line(lk);
 	uint64_t sc = 0;
 
 	/*
 	 * One: the futex mutex hand-off; the woken keeps the waiters bit, so
-	 * its drop wakes the next. But every one while a poll-mode end is
-	 * armed on the word: its event loop may never take the lock, and a
-	 * wake that went to it would leave a blocked writer asleep for its
-	 * whole slice (tests/model/lock.pml, -DPOLLER).
+	 * its drop wakes the next. But every one when the word was handed to
+	 * a sleeper the wake cannot name, and while a poll-mode end is armed
+	 * on the word: its event loop may never take the lock, and a wake
+	 * that went to it would leave a blocked writer asleep for its whole
+	 * slice (tests/model/lock.pml, -DPOLLER).
 	 * [lock-poll] sc: after the exchange in up__lock_drop(); pairs with
 	 * [lock-poll] sc in up__wlock_poll_arm().
 	 */
 	e->waker->ops->wake(e->waker, lk,
-			    atomic_load_explicit(&l->npoll, memory_order_seq_cst) ? UP_WAKE_ALL : 1,
+			    all || atomic_load_explicit(&l->npoll, memory_order_seq_cst) ? UP_WAKE_ALL
+											: 1,
 			    &sc);
 	up__count(&e->c.syscalls, sc);
 	up__count(&e->c.wakes, 1);

@@ -61,7 +61,14 @@ static inline void up__held_clear(struct up_end *e, uint32_t bits)
 #define UP_BACKOFF_SLEPT (UP_LOCK_SPINS + UP_LOCK_YIELDS - 1)
 
 int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock);
-void up__lock_wake(struct up_end *e, _Atomic uint32_t *lk);
+uint32_t up__lock_pass(struct up_end *e, _Atomic uint32_t *lk);
+void up__lock_wake(struct up_end *e, _Atomic uint32_t *lk, bool all);
+
+/* The line of lock word @lk (the word is its first member). */
+static inline struct up_shm_lock *up__lock_line(_Atomic uint32_t *lk)
+{
+	return (struct up_shm_lock *)(void *)((char *)lk - offsetof(struct up_shm_lock, word));
+}
 bool up__backoff(struct up_end *e, unsigned int i, bool nonblock);
 
 /* Take @lk: 0, -EAGAIN (@nonblock and held), -EPROTO, or -ETIMEDOUT or
@@ -103,17 +110,33 @@ static inline bool up__lock_try(struct up_end *e, _Atomic uint32_t *lk)
 	return false;
 }
 
+/*
+ * Let go of @lk: to nobody (0), or, when a sleeper has put its id in the
+ * lock's handoff, straight to it, so that a holder that takes the lock
+ * again at once cannot shut a sleeper out for ever (lock.c).
+ */
 static inline void up__lock_drop(struct up_end *e, _Atomic uint32_t *lk)
 {
-	/* [lock] rel: the critical section before the next holder's acquire;
-	 * pairs with [lock] acq in up__lock_take(). Also [lock-poll] sc: the
-	 * load of npoll in up__lock_wake() must see a poller that set the bit
-	 * taken here; pairs with [lock-poll] sc in up__wlock_poll_arm(). */
-	uint32_t old = atomic_exchange_explicit(lk, 0, memory_order_seq_cst);
+	uint32_t next = 0, old;
 
+	/* relaxed: a look at our own locked line; up__lock_pass() claims the
+	 * sleeper with a CAS. A registration we miss leaves its sleeper to the
+	 * plain wake below. */
+	if (up__unlikely(atomic_load_explicit(&up__lock_line(lk)->handoff,
+					      memory_order_relaxed) != 0))
+		next = up__lock_pass(e, lk);
+	/* [lock] rel: the critical section before the next holder's acquire;
+	 * pairs with [lock] acq in up__lock_take() and in up__lock_take_slow()
+	 * (the sleeper handed the word). Also [lock-poll] sc: the load of
+	 * npoll in up__lock_wake() must see a poller that set the bit taken
+	 * here; pairs with [lock-poll] sc in up__wlock_poll_arm(). */
+	old = atomic_exchange_explicit(lk, next, memory_order_seq_cst);
 	up__held_clear(e, up__held_bit(e, lk));
-	if (up__unlikely(old & UP_LOCK_WAITERS))
-		up__lock_wake(e, lk);
+	if (up__unlikely(next != 0))
+		/* Every sleeper: the futex cannot be told which is ours. */
+		up__lock_wake(e, lk, true);
+	else if (up__unlikely(old & UP_LOCK_WAITERS))
+		up__lock_wake(e, lk, false);
 }
 
 #endif /* UP_CORE_LOCK_H */

@@ -59,8 +59,11 @@
  * 8: pages in live slots tagged UP_OWNER_RING in owner[], and the readers'
  * lock's bias naming the last reader to move cons.pos (a peer of version 7
  * would sweep a live page back into the pool as an orphan, and move pos
- * without leaving its id). */
-#define UP_SHM_VERSION    8u
+ * without leaving its id).
+ * 9: a drop hands a lock word straight to the sleeper named in the lock's
+ * handoff (a peer of version 8 would find a lock word naming itself, which
+ * it took for a corrupt segment). */
+#define UP_SHM_VERSION    9u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -163,7 +166,11 @@ struct up_shm_lock {
 	 * taker that cannot fence (wlock.c, UP_BIAS_GRACE_NS). Written only by
 	 * a holder of word. */
 	_Atomic uint64_t marked_ns;
-	uint8_t pad_[UP_CACHELINE - 24];
+	/* The lock id of a sleeper the next drop hands the word to (lock.c,
+	 * up__lock_pass()), 0 = none. Set from 0 by the sleeper itself, taken
+	 * back by it, or cleared by the holder that hands it the word. */
+	_Atomic uint32_t handoff;
+	uint8_t pad_[UP_CACHELINE - 28];
 };
 
 /* Pool indices: writers take free pages at get, readers return them at put.

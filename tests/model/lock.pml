@@ -33,11 +33,27 @@
  * drop that finds the bit wakes every sleeper while npoll is not 0: a wake
  * for one could go to the poller and leave a blocked thread asleep.
  *
+ * Hand-off (lock.c, up__lock_pass()): a waiter about to sleep puts its
+ * id in `handoff` if that is 0 (queued). A drop first looks there; one it
+ * finds (it may miss a registration: the look is relaxed) it claims by
+ * clearing it, then exchanges the word straight to that id with the bit,
+ * and wakes every sleeper. A waiter that finds the word naming itself
+ * while queued holds the lock; one that takes it another way clears its
+ * own registration if still there. The model asserts that the word names
+ * a taker only while it is queued (the code returns -EPROTO otherwise).
+ *
+ * -DTIMEOUT: each thread may time out once, before a sleep: it takes its
+ * id back out of handoff and gives the round up, unless a drop claimed it
+ * first; then it waits for the word, whatever its deadline.
+ *
  * -DMUTANT=1: a waiter that slept takes the lock without the bit (the code
  * before 3d558e2): the second of two sleepers is never woken.
  * -DMUTANT=2: lock_drop() does not wake (the bit ignored).
  * -DMUTANT=3 (with DEATH): the takeover without `keep`.
  * -DMUTANT=4 (with POLLER): lock_drop() wakes one even with a poller armed.
+ * -DMUTANT=5: a drop that hands the word over wakes one sleeper, not all.
+ * -DMUTANT=6: a waiter that takes the lock another way stays in handoff.
+ * -DMUTANT=7 (with TIMEOUT): a timeout gives up even when claimed.
  */
 #ifndef N
 #define N 3
@@ -56,6 +72,7 @@ bit inq[N + 1]; /* futex wait queue: thread i is blocked in futex_wait
 		  (index N: the poller's armed wait) */
 byte npoll;    /* poll-mode ends armed on the word */
 byte incs;     /* threads in the critical section */
+byte handoff;  /* the queued sleeper's id, 0 = none */
 #define DEAD 9 /* the id of a holder that died inside */
 
 /* futex_wake(word, 1): dequeue one blocked thread, any of them. */
@@ -83,27 +100,46 @@ inline futex_wake_all()
 	}
 }
 
-/* lock_drop(): xchg(word, 0); with the bit, wake every sleeper while a
- * poller is armed, else one. */
-inline lock_drop(cur)
+/* lock_drop(): claim a queued sleeper, if seen; xchg(word, it or 0); a
+ * word handed over wakes every sleeper; else, with the bit, every sleeper
+ * while a poller is armed, else one. */
+inline lock_drop(cur, nx)
 {
-	atomic { cur = word; word = 0 }
-#if MUTANT != 2
+	nx = 0;
+	atomic {
+		if
+		:: handoff != 0 -> nx = handoff | W; handoff = 0
+		:: true -> skip /* the relaxed look missed it */
+		fi
+	}
+	atomic { cur = word; word = nx }
 	if
-#if MUTANT == 4
-	:: cur & W -> futex_wake_one()
+#if MUTANT == 5
+	:: nx != 0 -> futex_wake_one()
 #else
-	:: (cur & W) && npoll != 0 -> futex_wake_all()
-	:: (cur & W) && npoll == 0 -> futex_wake_one()
+	:: nx != 0 -> futex_wake_all()
 #endif
-	:: else -> skip
-	fi;
+	:: else ->
+#if MUTANT != 2
+		if
+#if MUTANT == 4
+		:: cur & W -> futex_wake_one()
+#else
+		:: (cur & W) && npoll != 0 -> futex_wake_all()
+		:: (cur & W) && npoll == 0 -> futex_wake_one()
 #endif
+		:: else -> skip
+		fi
+#else
+		skip
+#endif
+	fi
 }
 
 proctype Thread(byte me)
 {
-	byte id = me + 1, cur, keep, r = 0;
+	byte id = me + 1, cur, nx, keep, r = 0;
+	bit queued, handed, timedout;
 
 	do
 	:: r < ROUNDS ->
@@ -118,11 +154,15 @@ proctype Thread(byte me)
 retry:
 		cur = word;
 		if
+		:: (cur & ~W) == id -> assert(queued); goto locked /* handed to us */
+		:: else -> skip
+		fi;
+		if
 		:: (cur & ~W) == 0 ->
 			/* CAS(word, cur -> id | (cur & W) | keep) */
 			atomic {
 				if
-				:: word == cur -> word = id | (cur & W) | keep; goto locked
+				:: word == cur -> word = id | (cur & W) | keep; goto taken
 				:: else -> skip
 				fi
 			}
@@ -136,9 +176,9 @@ retry:
 			atomic {
 				if
 #if MUTANT == 3
-				:: word == cur -> word = id | (cur & W); goto locked
+				:: word == cur -> word = id | (cur & W); goto taken
 #else
-				:: word == cur -> word = id | (cur & W) | keep; goto locked
+				:: word == cur -> word = id | (cur & W) | keep; goto taken
 #endif
 				:: else -> skip
 				fi
@@ -158,6 +198,37 @@ retry:
 			}
 		:: else -> skip
 		fi;
+		if
+		:: handed -> goto retry /* the word is on its way: yield */
+		:: else -> skip
+		fi;
+		/* queue: CAS(handoff, 0 -> id) */
+		atomic {
+			if
+			:: !queued && handoff == 0 -> handoff = id; queued = 1
+			:: else -> skip
+			fi
+		}
+#ifdef TIMEOUT
+		if
+		:: !timedout ->
+			timedout = 1;
+			/* unqueue: CAS(handoff, id -> 0); failed: claimed */
+			atomic {
+				if
+				:: !queued -> goto gaveup
+				:: queued && handoff == id -> handoff = 0; queued = 0; goto gaveup
+				:: else -> skip
+				fi
+			}
+#if MUTANT == 7
+			goto gaveup;
+#endif
+			handed = 1;
+			goto retry
+		:: true -> skip
+		fi;
+#endif
 		/* futex_wait(word, cur | W): one step that returns if the word
 		 * differs or else enqueues; then blocked until dequeued. */
 		atomic {
@@ -180,12 +251,31 @@ retry:
 		keep = W;
 #endif
 		goto retry;
+taken:
+#if MUTANT != 6
+		/* unqueue, if still there */
+		atomic {
+			if
+			:: queued && handoff == id -> handoff = 0
+			:: else -> skip
+			fi
+		}
+#endif
 locked:
+		queued = 0;
+		handed = 0;
 		incs++;
 		assert(incs == 1);
 		incs--;
-		lock_drop(cur);
-		r++
+		lock_drop(cur, nx);
+		r++;
+		goto next;
+gaveup:
+		queued = 0;
+		handed = 0;
+		r++;
+next:
+		skip
 	:: else -> break
 	od
 }
@@ -195,7 +285,7 @@ locked:
 /* A poll-mode end: every call is a fresh take; it never blocks. */
 proctype Poller()
 {
-	byte cur, r = 0;
+	byte cur, nx, r = 0;
 
 	do
 	:: r < ROUNDS ->
@@ -243,7 +333,7 @@ locked:
 		incs++;
 		assert(incs == 1);
 		incs--;
-		lock_drop(cur);
+		lock_drop(cur, nx);
 		r++;
 next:
 		skip

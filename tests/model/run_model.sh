@@ -117,14 +117,21 @@ check bias_nofence_mutant3 bias.pml fail -DNOFENCE -DMUTANT=3
 check bias_idle_mutant4   bias.pml fail -DNOFENCE -DIDLE -DMUTANT=4
 echo "== the futex mutex of both locks (core/lock.c): every sleeper is woken in turn"
 check lock_n3_r2          lock.pml pass
-check lock_n3_r3          lock.pml pass -DROUNDS=3
+check lock_n2_r3          lock.pml pass -DN=2 -DROUNDS=3
 check lock_mutant1        lock.pml fail -DMUTANT=1
 check lock_mutant2        lock.pml fail -DMUTANT=2
-check lock_death          lock.pml pass -DDEATH
-check lock_death_mutant3  lock.pml fail -DDEATH -DMUTANT=3
+check lock_death_n3_r1    lock.pml pass -DDEATH -DROUNDS=1
+check lock_death_n2_r3    lock.pml pass -DDEATH -DN=2 -DROUNDS=3
+check lock_death_mutant3  lock.pml fail -DDEATH -DROUNDS=1 -DMUTANT=3
 check lock_poller_n2_r2   lock.pml pass -DPOLLER -DN=2
-check lock_poller_n2_r3   lock.pml pass -DPOLLER -DN=2 -DROUNDS=3
 check lock_poller_mutant4 lock.pml fail -DPOLLER -DN=2 -DMUTANT=4
+echo "== the hand-off to a queued sleeper (core/lock.c, up__lock_pass())"
+check lock_handoff_mutant5 lock.pml fail -DMUTANT=5
+check lock_handoff_mutant6 lock.pml fail -DMUTANT=6
+check lock_timeout_n3_r1  lock.pml pass -DTIMEOUT -DROUNDS=1
+check lock_timeout_n2_r4  lock.pml pass -DTIMEOUT -DN=2 -DROUNDS=4
+check lock_timeout_death  lock.pml pass -DTIMEOUT -DDEATH -DN=2 -DROUNDS=3
+check lock_timeout_mutant7 lock.pml fail -DTIMEOUT -DROUNDS=1 -DMUTANT=7
 
 if [ "$fail" != 0 ]; then
 	echo "model check: FAILED (scratch files in $work)"

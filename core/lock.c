@@ -159,16 +159,15 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 	int r;
 
 	for (i = 0;; i++) {
-		/* relaxed: a look at the holder; the CAS below acquires. */
-		cur = atomic_load_explicit(lk, memory_order_relaxed);
+		/* [lock] acq: a word naming us was exchanged by the holder
+		 * that handed it over, and we hold the lock from this load on;
+		 * pairs with [lock] rel in up__lock_drop(). (Not a relaxed look
+		 * and a fence: TSan does not see fences.) Any other value is a
+		 * look, and the CAS that takes acquires. */
+		cur = atomic_load_explicit(lk, memory_order_acquire);
 		owner = cur & ~UP_LOCK_WAITERS;
-		if (owner == e->lock_id && queued) {
-			/* Handed to us by the holder that claimed us.
-			 * [lock] acq: after the load of the word it exchanged;
-			 * pairs with [lock] rel in up__lock_drop(). */
-			atomic_thread_fence(memory_order_acquire);
-			return 0;
-		}
+		if (owner == e->lock_id && queued)
+			return 0; /* handed to us by the holder that claimed us */
 		if (owner == 0) {
 			/* Keep the waiters bit: others may still sleep.
 			 * [lock] acq: pairs with [lock] rel in up__lock_drop(). */

@@ -112,26 +112,21 @@ static bool take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint
  * from a peer: cleared, nothing handed.
  */
 
-/* Drop: the word for the next holder, claimed from handoff (0: none). */
-uint32_t up__lock_pass(struct up_end *e, _Atomic uint32_t *lk)
+/* Drop: the word for the next holder, claimed from handoff, which the
+ * caller saw holding @h (nonzero); 0 when nothing is handed. */
+uint32_t up__lock_pass(struct up_end *e, _Atomic uint32_t *lk, uint32_t h)
 {
-	_Atomic uint32_t *ho = &up__lock_line(lk)->handoff;
-	/* relaxed: the CAS below decides. */
-	uint32_t h = atomic_load_explicit(ho, memory_order_relaxed);
 	uint32_t role = h & UP_END_ROLE_MASK;
+	bool valid = role != 0 && role <= e->p->g.max_ends && !(h & UP_LOCK_WAITERS) &&
+		     h != e->lock_id;
 
-	if (h == 0)
-		return 0;
-	if (role == 0 || role > e->p->g.max_ends || (h & UP_LOCK_WAITERS) || h == e->lock_id) {
-		/* relaxed: clearing a peer's garbage; nothing is handed. */
-		atomic_compare_exchange_strong_explicit(ho, &h, 0, memory_order_relaxed,
-							memory_order_relaxed);
-		return 0;
-	}
 	/* relaxed: the claim only decides between us and the waiter's own
-	 * unqueue(); the word's exchange carries the critical section. */
-	if (!atomic_compare_exchange_strong_explicit(ho, &h, 0, memory_order_relaxed,
-						     memory_order_relaxed))
+	 * unqueue(); the word's exchange carries the critical section. A value
+	 * naming no endpoint is a peer's garbage: cleared the same way, and
+	 * nothing is handed. */
+	if (!atomic_compare_exchange_strong_explicit(&up__lock_line(lk)->handoff, &h, 0,
+						     memory_order_relaxed, memory_order_relaxed) ||
+	    !valid)
 		return 0;
 	return h | UP_LOCK_WAITERS;
 }

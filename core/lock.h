@@ -61,7 +61,7 @@ static inline void up__held_clear(struct up_end *e, uint32_t bits)
 #define UP_BACKOFF_SLEPT (UP_LOCK_SPINS + UP_LOCK_YIELDS - 1)
 
 int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock);
-uint32_t up__lock_pass(struct up_end *e, _Atomic uint32_t *lk);
+uint32_t up__lock_pass(struct up_end *e, _Atomic uint32_t *lk, uint32_t h);
 void up__lock_wake(struct up_end *e, _Atomic uint32_t *lk, bool all);
 
 /* The line of lock word @lk (the word is its first member). */
@@ -118,13 +118,13 @@ static inline bool up__lock_try(struct up_end *e, _Atomic uint32_t *lk)
 static inline void up__lock_drop(struct up_end *e, _Atomic uint32_t *lk)
 {
 	uint32_t next = 0, old;
-
 	/* relaxed: a look at our own locked line; up__lock_pass() claims the
 	 * sleeper with a CAS. A registration we miss leaves its sleeper to the
 	 * plain wake below. */
-	if (up__unlikely(atomic_load_explicit(&up__lock_line(lk)->handoff,
-					      memory_order_relaxed) != 0))
-		next = up__lock_pass(e, lk);
+	uint32_t h = atomic_load_explicit(&up__lock_line(lk)->handoff, memory_order_relaxed);
+
+	if (up__unlikely(h != 0))
+		next = up__lock_pass(e, lk, h);
 	/* [lock] rel: the critical section before the next holder's acquire;
 	 * pairs with [lock] acq in up__lock_take() and in up__lock_take_slow()
 	 * (the sleeper handed the word). Also [lock-poll] sc: the load of

@@ -367,6 +367,19 @@ static HARNESS_UNUSED bool harness_wait_flag(atomic_int *flag, double timeout_s)
 	return atomic_load_explicit(flag, memory_order_acquire) != 0;
 }
 
+/* As harness_wait_flag(), for a 32-bit word another process stores into
+ * (shared memory): the value once nonzero, 0 after @timeout_s. */
+static HARNESS_UNUSED uint32_t harness_wait_word(_Atomic uint32_t *word, double timeout_s)
+{
+	double until = harness_now() + timeout_s;
+	uint32_t v;
+
+	while ((v = atomic_load_explicit(word, memory_order_acquire)) == 0 &&
+	       harness_now() < until)
+		sched_yield();
+	return v;
+}
+
 /* Sleep @ns, resumed across signals. For pacing a load (idle gaps, bursts),
  * never to order events: use harness_tid_state() or a handshake for that. */
 static HARNESS_UNUSED void harness_nap_ns(uint64_t ns)

@@ -30,15 +30,9 @@
  * 0; returns what it holds. */
 static uint32_t wait_queued(struct up_pipe *p)
 {
-	struct timespec t0, t;
-	uint32_t h;
+	uint32_t h = harness_wait_word(&p->ln->rlock.handoff, 10.0);
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while ((h = atomic_load(&p->ln->rlock.handoff)) == 0) {
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		CHECK(t.tv_sec - t0.tv_sec < 10);
-		sched_yield();
-	}
+	CHECK(h != 0);
 	return h;
 }
 

@@ -17,7 +17,7 @@
  * each time, up to the whole ring; 0, the first
  * peek's, is no bound, and so is the bound after an up_consume(0), which
  * says that what was shown was too little).
- * Where the final slot this end keeps (reader.c) holds that much, the peek
+ * Where the slot this end keeps (reader.c) holds that much, the peek
  * shows only its rest, touching neither head nor any slot, as a small read
  * does. A peek again before a consume walks everything: a caller that needs
  * more than it was shown sees all there is by asking twice.
@@ -57,7 +57,7 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 		return -EPROTO;
 	off = up__pos_off(pos);
 	t = up__pos_tail(pos);
-	fin = rd->fin_valid && up__pos_own(rd);
+	fin = rd->fin_valid && !rd->fin_last && up__pos_own(rd);
 	/* [head] acq: pairs with [head] rel in up__publish(). */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
 	if (h - t > p->g.slot_count)
@@ -111,13 +111,13 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 	return (ssize_t)got;
 }
 
-/* up_consume()'s short way, after a peek: @n bytes that leave some of the
- * final slot kept by this end. True when done (the lock let go). */
+/* up_consume()'s short way, after a peek: @n bytes that leave the slot
+ * kept by this end live (up__fin_room()). True when done (the lock let go). */
 static bool consume_small(struct up_end *rd, size_t n)
 {
 	uint32_t off;
 
-	if (!rd->fin_valid || !up__fin_here(rd, &off) || n >= rd->fin_len - off)
+	if (!rd->fin_valid || !up__fin_here(rd, &off) || !up__fin_room(rd, off, n))
 		return false;
 	/* [tail] rel: up__pos_store(); pairs with [tail] acq in
 	 * up__publish(). */
@@ -129,7 +129,7 @@ static bool consume_small(struct up_end *rd, size_t n)
 	return true;
 }
 
-/* A fresh peek's short way (see the top): the rest of the final slot this
+/* A fresh peek's short way (see the top): the rest of the slot this
  * end keeps, when it holds @want bytes. Only the readers' lock word and our
  * position line are touched. True when taken (the lock then held). */
 static bool peek_small(struct up_end *rd, struct iovec *iov, int *iovcnt, size_t want)

@@ -30,14 +30,19 @@
  * start over after every spin. A request/response reader, whose reads all
  * wait, never coalesces.
  *
- * The final slot. A read cut short inside a slot that is no longer the last
- * (a later one was published, so its len is final) keeps that slot's page
- * and len in the end; the next read of this end takes them from there
- * instead of loading the slot, whose line the writer keeps storing to while
- * it fills a neighbouring slot (four to a line). So a reader of small
- * messages behind a writer touches no line the writer writes but the data.
+ * The kept slot. A read cut short inside a slot keeps that slot's page and
+ * the len it loaded in the end; the next read of this end takes them from
+ * there instead of loading the slot, whose line the writer keeps storing to
+ * while it fills this slot or a neighbouring one (four to a line). So a
+ * reader of small messages behind a writer touches no line the writer
+ * writes but the data, and loads the len again only once it has read all
+ * it saw. A slot that is no longer the last (a later one was published) is
+ * final: its len will not change, and the short way may read up to its end
+ * less a byte (the general path retires it). The last slot may still grow
+ * (fin_last): the short way reads up to the len seen, and leaves it live.
  * The copy is good while no other reader moved the position since this end
- * stored it (ring.h, up__pos_own()), and only for that slot.
+ * stored it (ring.h, up__pos_own()), and only for that slot; the general
+ * path loads a last slot's len again rather than trust the copy.
  *
  * The downward copy. The pool hands pages out in the order it got them back,
  * at first in address order, so the page a writer appends to is usually the
@@ -96,7 +101,7 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 	off = up__pos_off(pos0);
 	/* The cached slot is still the tail slot this end left: no other
 	 * reader stored a position since this end did (bias, ring.h). */
-	fin = rd->fin_valid && up__pos_own(rd);
+	fin = rd->fin_valid && !rd->fin_last && up__pos_own(rd);
 	/* [head] acq: slots [t, h) are filled; pairs with [head] rel in
 	 * up__publish(). */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
@@ -158,15 +163,14 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 				off += (uint32_t)k;
 				got += k;
 				if (off < len) {
-					/* The caller's buffer is full. A slot
-					 * before the last is final: keep its
-					 * page and len for the next call. */
-					if (t + 1 != h) {
-						rd->fin_t = t;
-						rd->fin_pg = pg;
-						rd->fin_len = len;
-						fin_set = true;
-					}
+					/* The caller's buffer is full: keep the
+					 * slot's page and len for the next call.
+					 * The last slot may still grow. */
+					rd->fin_t = t;
+					rd->fin_pg = pg;
+					rd->fin_len = len;
+					rd->fin_last = t + 1 == h;
+					fin_set = true;
 					break;
 				}
 			}
@@ -286,12 +290,13 @@ int up__read_idle(struct up_end *rd, uint32_t writers)
 }
 
 /*
- * up_read()'s short way: the reader takes @len bytes (not 0) from the final
- * slot it left part-read (see the top), and leaves some there. Only the
+ * up_read()'s short way: the reader takes @len bytes (not 0) from the slot
+ * it left part-read (see the top), without retiring it. Only the
  * readers' lock word, our own position line and the data are touched; no
  * slot, no head, no coalescing. Returns the bytes taken, or 0: the general
  * path takes the read (the lock is busy, another reader moved the position,
- * the read would empty the slot, the end is armed or mid-peek).
+ * the read would retire the slot or needs more than was seen, the end is
+ * armed or mid-peek).
  */
 size_t up__ring_read_small(struct up_end *rd, void *buf, size_t len)
 {
@@ -301,7 +306,7 @@ size_t up__ring_read_small(struct up_end *rd, void *buf, size_t len)
 	if (!rd->fin_valid || rd->armed || rd->peek_locked || up__is_broken(p) ||
 	    !up__lock_try(rd, &p->ln->rlock.word))
 		return 0;
-	if (!up__fin_here(rd, &off) || len >= rd->fin_len - off) {
+	if (!up__fin_here(rd, &off) || !up__fin_room(rd, off, len)) {
 		up__lock_drop(rd, &p->ln->rlock.word);
 		return 0;
 	}

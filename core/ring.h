@@ -235,7 +235,7 @@ static inline bool up__pos_own(const struct up_end *rd)
 	return atomic_load_explicit(&rd->p->ln->rlock.bias, memory_order_relaxed) == rd->lock_id;
 }
 
-/* Under the readers' lock: the position is inside the final slot this end
+/* Under the readers' lock: the position is inside the slot this end
  * keeps a copy of (reader.c), and this end stored it last, so no other
  * reader can have retired that slot. True, with the offset in *off. */
 static inline bool up__fin_here(struct up_end *rd, uint32_t *off)
@@ -246,6 +246,13 @@ static inline bool up__fin_here(struct up_end *rd, uint32_t *off)
 	*off = up__pos_off(pos);
 	return up__pos_own(rd) && pos == rd->pos_last && up__pos_tail(pos) == rd->fin_t &&
 	       *off < rd->fin_len;
+}
+
+/* @n bytes from @off in the kept slot can be taken without retiring it: all
+ * but the end of a final slot, or up to what was seen of the last one. */
+static inline bool up__fin_room(const struct up_end *rd, uint32_t off, size_t n)
+{
+	return n < rd->fin_len - off || (rd->fin_last && n == rd->fin_len - off);
 }
 
 /* Under the readers' lock: store the readers' position @pos (see above). */

@@ -178,10 +178,12 @@ struct up_end {
 	 * (a fast writer streaming small writes); see reader.c. */
 	uint32_t streak;
 	uint32_t seen_head;   /* head when this end last read (coalescing) */
-	/* Reader: the slot it left part-read, seen final (a later slot was
-	 * published), with its page and len as checked then; valid while
-	 * fin_valid and no other reader has moved the position (reader.c). */
+	/* Reader: the slot it left part-read, with its page and len as checked
+	 * then; valid while fin_valid and no other reader has moved the
+	 * position (reader.c). fin_last: it was the last live slot, so len may
+	 * have grown since and reading up to fin_len does not retire it. */
 	uint32_t fin_t, fin_pg, fin_len;
+	bool fin_last;
 	/* Writer: when it last published a page with room, and whether it
 	 * claims the next page's lines ahead (writer.c, up__claim_next_page()). */
 	uint64_t part_ns;

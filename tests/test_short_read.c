@@ -3,12 +3,14 @@
  * test_short_read.c - the reader's final-slot copy and up_read()'s short way
  * (core/reader.c, up__ring_read_small()).
  *
- * A read cut short inside a slot that is no longer the last keeps the slot's
- * page and len; the next small read of that end takes its bytes from there
- * without loading the slot, head or anything the writer writes. These checks
- * show that the short way gives the bytes of the stream in order and only
- * while it may: after another reader moved the position, across the end of
- * the slot, and after a peer rewrote the position.
+ * A read cut short inside a slot keeps the slot's page and len; the next
+ * small read of that end takes its bytes from there without loading the
+ * slot, head or anything the writer writes, up to the end less a byte of a
+ * final slot, or up to the len seen of the last one, which may still grow.
+ * These checks show that the short way gives the bytes of the stream in
+ * order and only while it may: after another reader moved the position,
+ * across the end of the slot, past what was seen of the last slot, and after
+ * a peer rewrote the position.
  *
  * A fresh peek walks only as far as the last consume suggests (core/peek.c):
  * the checks below show what it shows, that it grows for a consumer that
@@ -194,24 +196,6 @@ static void rewritten_position_peek(void)
 	up_pipe_release(p);
 }
 
-/* The last slot grows while the writer appends to it: a read cut short
- * there keeps no copy of its len, and the bytes appended later are read. */
-static void last_slot_not_kept(void)
-{
-	struct up_end *w, *r;
-	struct up_pipe *p;
-
-	make(&w, &r, NULL, &p);
-	put(w, 0, 100);
-	get(r, 0, 50);
-	CHECK(!r->fin_valid);
-	put(w, 100, 100); /* merged into the same slot */
-	get(r, 50, 150);
-	up_close(w);
-	up_close(r);
-	up_pipe_release(p);
-}
-
 /* A peer rewrites the position behind the reader's back: the short way
  * does not trust its copy, and the general path finds the violation. */
 static void rewritten_position(void)
@@ -368,13 +352,82 @@ static void bounded_peek_loads_nothing_beyond(void)
 	up_pipe_release(p);
 }
 
+/* The last slot grows while the writer appends to it: a read cut short
+ * there keeps the len it saw, and a read past that loads len again, so the
+ * bytes appended later are read and the slot, which the writer may still
+ * append to, is not retired. */
+static void last_slot_kept_while_it_grows(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+
+	make(&w, &r, NULL, &p);
+	put(w, 0, 100);
+	get(r, 0, 50);
+	CHECK(r->fin_valid && r->fin_last);
+	CHECK_EQ(r->fin_len, 100);
+	put(w, 100, 100); /* merged into the same slot */
+	get(r, 50, 150);
+	put(w, 200, 100); /* still the live last slot */
+	get(r, 200, 100);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/* A peer spoils the last slot's len after the reader saw it: reads up to
+ * the len seen take the short way and load nothing, so they succeed; the
+ * read past it loads the len and finds the damage. */
+static void last_slot_short_way_loads_nothing(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+	unsigned char c;
+	uint32_t t;
+
+	make(&w, &r, NULL, &p);
+	put(w, 0, 300);
+	get(r, 0, 100);
+	t = up__pos_tail(atomic_load(&p->ln->cons.pos));
+	atomic_store(&up__slot_at(p, t)->len, PAGE + 1);
+	get(r, 100, 100);
+	get(r, 200, 100); /* exactly to the len seen: the slot stays */
+	CHECK_EQ(up_read(r, &c, 1), -EPROTO);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/* The same for the zero-copy reader: a peek inside the last slot shows the
+ * rest of what was seen, and a consume of all of it leaves the slot live. */
+static void last_slot_peeks(void)
+{
+	struct up_end *w, *r;
+	struct up_pipe *p;
+	uint32_t t;
+
+	make(&w, &r, NULL, &p);
+	put(w, 0, 300);
+	take(r, 0, 100);
+	CHECK(r->fin_valid && r->fin_last);
+	t = up__pos_tail(atomic_load(&p->ln->cons.pos));
+	atomic_store(&up__slot_at(p, t)->len, PAGE + 1);
+	take(r, 100, 200);
+	CHECK_EQ(peek_check(r, 300), -EPROTO);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 int main(void)
 {
 	RUN(small_reads_in_order);
 	RUN(small_peeks_in_order);
 	RUN(across_the_slot_end);
 	RUN(two_readers_take_turns);
-	RUN(last_slot_not_kept);
+	RUN(last_slot_kept_while_it_grows);
+	RUN(last_slot_short_way_loads_nothing);
+	RUN(last_slot_peeks);
 	RUN(rewritten_position);
 	RUN(rewritten_position_peek);
 	RUN(peek_shows_what_is_used);

@@ -31,6 +31,7 @@
 
 #include "uringpipe.h"
 
+#include "byte_sum.h"
 #include "cat.h"
 
 #define BENCH_PFX "uringpipe-cat --bench: " /* before every message */
@@ -271,9 +272,6 @@ void bench_probe(uint64_t capacity, struct env *env);
 
 /* Byte at stream offset o is byte (o & 7) of mix64((o >> 3) + key). */
 void bench_pattern_fill(unsigned char *dst, uint64_t off, size_t n, uint64_t key);
-/* The sum of @n bytes: what every reader computes over what it reads, as a
- * consumer that uses the bytes would touch them. */
-uint64_t bench_byte_sum(const unsigned char *p, size_t n);
 /* A worker thread's body: waits on the barrier, writes its quota or reads
  * to EOF, closes its end. */
 void bench_worker_main(struct worker *w);

@@ -36,6 +36,20 @@ expect_grep() {
 	fi
 }
 
+# expect_usage WHAT MESSAGE-PATTERN ARGS...: uringpipe-cat ARGS refuses its
+# command line as a usage error: exit 2, one message line (besides the "Try"
+# hint) that names the program (and the mode, as "uringpipe-cat --bench:")
+# and matches the pattern, nothing on stdout.
+expect_usage() {
+	local what=$1 pat=$2
+	shift 2
+	"$CAT" "$@" </dev/null >"$T/out" 2>"$T/err"
+	expect_eq "$what: exit 2" "$?" 2
+	expect_grep "$what: message" "^uringpipe-cat[^:]*: .*$pat" "$T/err"
+	expect_eq "$what: one message line" "$(grep -vc '^Try ' "$T/err")" 1
+	if [ -s "$T/out" ]; then fail "$what: wrote to stdout"; fi
+}
+
 # same_file WHAT EXPECTED GOT: byte-identical (cmp), else the first difference.
 same_file() {
 	if cmp -s "$2" "$3"; then ok "$1"; else

@@ -171,30 +171,21 @@ expect_grep "--wait 0, nobody: message" "nobody listening (--wait 0" "$T/err"
 # --- usage ------------------------------------------------------------------
 # Exit 2, nothing on stdout, and one line that says what is wrong (then
 # the usual one-line pointer to --help, as for every usage error).
-bad() { # WHAT MESSAGE-PATTERN ARGS...
-	local what=$1 pat=$2
-	shift 2
-	"$CAT" "$@" </dev/null >"$T/out" 2>"$T/err"
-	expect_eq "$what: exit 2" "$?" 2
-	expect_grep "$what: message" "^uringpipe-cat: .*$pat" "$T/err"
-	expect_eq "$what: one message line" "$(grep -vc '^Try ' "$T/err")" 1
-	if [ -s "$T/out" ]; then fail "$what: wrote to stdout"; fi
-}
-bad "--from with a FILE" "--from takes no FILE" --from @x "$T/in"
-bad "--from with FILEs after options" "--from takes no FILE" -q --from @x -- a b
-bad "--to without NAME" "option '--to' needs an argument" --to
-bad "--from without NAME" "option '--from' needs an argument" --from
-bad "--to with --from" "--to and --from exclude each other" --to @a --from @b
-bad "--to empty name" "--to: empty name" --to ''
-bad "--from '@' alone" "needs a name after it" --from @
-bad "--to name too long" "too long for a socket name" --to "@$(printf 'x%.0s' {1..108})"
-bad "--from with -B" "--from: -B/--buffer belongs to" --from @x -B 1M
-bad "--mode without --to" "only --to listens" --mode 600
-bad "--mode not octal" "not an octal mode" --to @x --mode 9
-bad "--mode too large" "not an octal mode" --to @x --mode 1777
-bad "--wait without --from" "only --from waits" --wait 1
-bad "--wait negative" "not a number of seconds" --from @x --wait -1
-bad "--wait junk" "not a number of seconds" --from @x --wait 1s
+expect_usage "--from with a FILE" "--from takes no FILE" --from @x "$T/in"
+expect_usage "--from with FILEs after options" "--from takes no FILE" -q --from @x -- a b
+expect_usage "--to without NAME" "option '--to' needs an argument" --to
+expect_usage "--from without NAME" "option '--from' needs an argument" --from
+expect_usage "--to with --from" "--to and --from exclude each other" --to @a --from @b
+expect_usage "--to empty name" "--to: empty name" --to ''
+expect_usage "--from '@' alone" "needs a name after it" --from @
+expect_usage "--to name too long" "too long for a socket name" --to "@$(printf 'x%.0s' {1..108})"
+expect_usage "--from with -B" "--from: -B/--buffer belongs to" --from @x -B 1M
+expect_usage "--mode without --to" "only --to listens" --mode 600
+expect_usage "--mode not octal" "not an octal mode" --to @x --mode 9
+expect_usage "--mode too large" "not an octal mode" --to @x --mode 1777
+expect_usage "--wait without --from" "only --from waits" --wait 1
+expect_usage "--wait negative" "not a number of seconds" --from @x --wait -1
+expect_usage "--wait junk" "not a number of seconds" --from @x --wait 1s
 "$CAT" --help >"$T/out"
 for o in --to --from --mode --wait; do expect_grep "--help lists $o" "^ *$o " "$T/out"; done
 

@@ -32,39 +32,31 @@ check_size 1TiB 1099511627776
 check_size 1TB 1000000000000
 check_size 16777215T 18446742974197923840
 
-bad() { # WHAT MESSAGE-PATTERN ARGS...
-	local what=$1 pat=$2
-	shift 2
-	"$CAT" "$@" </dev/null >"$T/out" 2>"$T/err"
-	expect_eq "$what: exit 2" "$?" 2
-	expect_grep "$what: message" "$pat" "$T/err"
-	if [ -s "$T/out" ]; then fail "$what: wrote to stdout"; fi
-}
 for s in '' abc 1X -1 +1 ' 1' 1.5K 1kb 1Kb 1KiBB 1iB K 0x10 '1 K'; do
-	bad "-s '$s'" "is not a size" -s "$s"
+	expect_usage "-s '$s'" "is not a size" -s "$s"
 done
-bad "-s overflow" "too large" -s 99999999999999999999
-bad "-s 16777216T" "too large" -s 16777216T
-bad "-B too small" "out of range" -B 4K
-bad "-B too large" "out of range (8 KiB .. 8 TiB)" -B 9T
+expect_usage "-s overflow" "too large" -s 99999999999999999999
+expect_usage "-s 16777216T" "too large" -s 16777216T
+expect_usage "-B too small" "out of range" -B 4K
+expect_usage "-B too large" "out of range (8 KiB .. 8 TiB)" -B 9T
 # Over the machine's memory (MemTotal is what sysconf's _SC_PHYS_PAGES
 # counts): by 1 MiB, so that no rounding can let it pass.
 mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
-bad "-B over the machine's memory" "is more than this machine's memory" -B "$((mem_kb + 1024))K"
-bad "-B bad" "is not a size" -B lots
-bad "--buffer=bad" "is not a size" --buffer=1Q
-bad "--page-size not 2^n" "not a power of two" --page-size 12K
-bad "--page-size range" "out of range" --page-size 2M
-bad "-B below two pages" "at least two pages" -B 64K --page-size 64K
-bad "--node bad" "not a NUMA node" --node x
-bad "--node impossible" "cannot create the pipe" --node 4000
-bad "unknown long option" "unrecognized option '--frobnicate'" --frobnicate
-bad "unknown short option" "invalid option -- 'x'" -x
-bad "missing argument" "needs an argument" -B
-bad "missing argument (long)" "needs an argument" --size
-bad "bench: unknown option" "unknown option" --bench --frobnicate
-bad "bench: bad size" "not a size" --bench --sizes 4Q
-bad "bench: empty size item" "empty item" --bench --sizes 4K,,1M
+expect_usage "-B over the machine's memory" "is more than this machine's memory" -B "$((mem_kb + 1024))K"
+expect_usage "-B bad" "is not a size" -B lots
+expect_usage "--buffer=bad" "is not a size" --buffer=1Q
+expect_usage "--page-size not 2^n" "not a power of two" --page-size 12K
+expect_usage "--page-size range" "out of range" --page-size 2M
+expect_usage "-B below two pages" "at least two pages" -B 64K --page-size 64K
+expect_usage "--node bad" "not a NUMA node" --node x
+expect_usage "--node impossible" "cannot create the pipe" --node 4000
+expect_usage "unknown long option" "unrecognized option '--frobnicate'" --frobnicate
+expect_usage "unknown short option" "invalid option -- 'x'" -x
+expect_usage "missing argument" "needs an argument" -B
+expect_usage "missing argument (long)" "needs an argument" --size
+expect_usage "bench: unknown option" "unknown option" --bench --frobnicate
+expect_usage "bench: bad size" "not a size" --bench --sizes 4Q
+expect_usage "bench: empty size item" "empty item" --bench --sizes 4K,,1M
 
 "$CAT" --help >"$T/out" 2>&1
 expect_eq "--help exit" "$?" 0

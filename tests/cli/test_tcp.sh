@@ -43,6 +43,9 @@ wait_size() {
 	done
 }
 
+# rss PID: resident KiB, 0 once gone.
+rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+
 head -c $((64 << 20)) /dev/urandom >"$T/in64"
 
 # 1. Sizes, the receiver first.
@@ -154,18 +157,11 @@ expect_eq "short stream: exit" $? 4
 expect_grep "short stream: message" "ended before its trailer after 3 bytes" "$T/rerr"
 
 # --tcp-timeout: usage errors, exit 2 with one line.
-badto() { # WHAT MESSAGE-PATTERN ARGS...
-	local what=$1 pat=$2
-	shift 2
-	"$CAT" "$@" </dev/null >"$T/out" 2>"$T/err"
-	expect_eq "$what: exit 2" "$?" 2
-	expect_grep "$what: message" "^uringpipe-cat: .*$pat" "$T/err"
-}
-badto "--tcp-timeout under a second" "at least 1" --tcp-timeout 0.5 --to tcp:127.0.0.1:1
-badto "--tcp-timeout not a number" "not a number of seconds" --tcp-timeout 3x \
+expect_usage "--tcp-timeout under a second" "at least 1" --tcp-timeout 0.5 --to tcp:127.0.0.1:1
+expect_usage "--tcp-timeout not a number" "not a number of seconds" --tcp-timeout 3x \
 	--from tcp:127.0.0.1:0
-badto "--tcp-timeout without tcp:" "only --to tcp: and --from tcp:" --tcp-timeout 5 "$T/in"
-badto "-B on a named --from" "belongs to the side that makes the pipe" -B 1M --from @x
+expect_usage "--tcp-timeout without tcp:" "only --to tcp: and --from tcp:" --tcp-timeout 5 "$T/in"
+expect_usage "-B on a named --from" "belongs to the side that makes the pipe" -B 1M --from @x
 
 # 7. 1 GiB with the receiver stopped for 2 s: the sender's resident memory
 # stays near its pipe (-B 8M) while it waits; then everything arrives.
@@ -177,8 +173,8 @@ SPID=$!
 kill -STOP "$RPID"
 peak=0
 for i in $(seq 1 20); do
-	rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$SPID/status" 2>/dev/null || echo 0)
-	[ "${rss:-0}" -gt "$peak" ] && peak=$rss
+	r=$(rss "$SPID")
+	[ "${r:-0}" -gt "$peak" ] && peak=$r
 	sleep 0.1
 done
 if kill -0 "$SPID" 2>/dev/null; then ok "receiver stopped: sender waits"; else
@@ -200,8 +196,6 @@ wait "$HPID" 2>/dev/null
 # stopped, a receiver with -B 64M holds more than the default 8 MiB pipe
 # could, and one with -B 1M stays near its megabyte (TCP's backpressure
 # holds the rest in the sender). Then everything arrives.
-# rss PID: resident KiB, 0 once gone.
-rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 for B in 64M 1M; do
 	rm -f "$T/ofifo"
 	mkfifo "$T/ofifo"

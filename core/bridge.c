@@ -42,6 +42,8 @@
 #include "uringpipe.h"
 #include "bridge.h"
 #include "crc32c.h"
+#include "up_int.h"
+#include "writer.h"
 
 #define UP_BR_VERSION      1u
 #define UP_BR_HDR_LEN      16u
@@ -437,6 +439,11 @@ static int recv_frame(struct br *b, struct up_end *wr, size_t len)
 
 		if (n < 0)
 			return (int)n;
+		/* The pages fill as the network delivers, not as this thread
+		 * copies: a reader must not spin for them (the hint of a large
+		 * reservation, reserve.c), or it takes the core the sender's
+		 * side needs while the receive waits. */
+		up__resv_fill_end(wr);
 		r = br_io(b, iov, cnt, false, (size_t)n);
 		if (r <= 0) {
 			up_commit(wr, 0);

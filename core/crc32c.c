@@ -5,6 +5,13 @@
  * instruction where the CPU has it, chosen at run time, else slicing-by-8
  * tables made once. Both give the same value for every input
  * (tests/test_bridge.c runs the table path too, UP_BRIDGE_SOFT_CRC=1).
+ *
+ * The instruction's result is ready three cycles after it issues, and one
+ * can issue every cycle: one chain runs at a third of what the core can do.
+ * So a long run is cut into three lanes of L bytes, each its own chain from
+ * state 0 but the first, joined with the state update over L zero bytes
+ * (crc_shift()). That update is linear in the state, so it is four table
+ * lookups, one per byte of the state, from tables made once per L.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -18,6 +25,49 @@
 static uint32_t crc_tab[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 static bool crc_hw;
+
+/* The lane lengths, longest first (each a multiple of 8), and for each,
+ * crc_zeros[t][k][v]: the state that v << 8k becomes over crc_lane[t] zero
+ * bytes. */
+#define CRC_LANES 3
+static const size_t crc_lane[CRC_LANES] = {8192, 1024, 128};
+static uint32_t crc_zeros[CRC_LANES][4][256];
+
+static uint32_t crc_sw(uint32_t c, const unsigned char *p, size_t n);
+
+/* The state after @len zero bytes from state @c, by the tables: for the
+ * bases of crc_zeros only, so at most 8192 bytes of zeros a call. */
+static uint32_t crc_zero_run(uint32_t c, size_t len)
+{
+	static const unsigned char z[1024];
+
+	while (len) {
+		size_t k = len < sizeof(z) ? len : sizeof(z);
+
+		c = crc_sw(c, z, k);
+		len -= k;
+	}
+	return c;
+}
+
+static void crc_init_zeros(void)
+{
+	for (int t = 0; t < CRC_LANES; t++) {
+		uint32_t base[32];
+
+		for (int b = 0; b < 32; b++)
+			base[b] = crc_zero_run(1u << b, crc_lane[t]);
+		for (int k = 0; k < 4; k++)
+			for (uint32_t v = 0; v < 256; v++) {
+				uint32_t x = 0;
+
+				for (int b = 0; b < 8; b++)
+					if (v & (1u << b))
+						x ^= base[8 * k + b];
+				crc_zeros[t][k][v] = x;
+			}
+	}
+}
 
 static void crc_init(void)
 {
@@ -37,6 +87,8 @@ static void crc_init(void)
 	const char *e = getenv("UP_BRIDGE_SOFT_CRC");
 
 	crc_hw = __builtin_cpu_supports("sse4.2") && !(e && e[0] == '1');
+	if (crc_hw)
+		crc_init_zeros(); /* after crc_tab: it runs crc_sw() */
 #endif
 }
 
@@ -64,9 +116,16 @@ static uint32_t crc_sw(uint32_t c, const unsigned char *p, size_t n)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-/* The SSE4.2 crc32 instruction, chosen at run time (crc_init()): one
- * dependent chain of 8-byte steps, several GB/s, ahead of what a TCP stream
- * of one core carries. */
+/* The state @c becomes over crc_lane[@t] zero bytes. */
+static inline uint32_t crc_shift(int t, uint32_t c)
+{
+	return crc_zeros[t][0][c & 0xff] ^ crc_zeros[t][1][(c >> 8) & 0xff] ^
+	       crc_zeros[t][2][(c >> 16) & 0xff] ^ crc_zeros[t][3][c >> 24];
+}
+
+/* The SSE4.2 crc32 instruction, chosen at run time (crc_init()): three
+ * independent chains of 8-byte steps over runs of 3 * crc_lane[t] bytes
+ * (as the head of this file says), then one chain for what is left. */
 __attribute__((target("sse4.2"))) static uint32_t crc_hw_run(uint32_t c, const unsigned char *p,
 							      size_t n)
 {
@@ -76,19 +135,26 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw_run(uint32_t c, const u
 		x = __builtin_ia32_crc32qi((uint32_t)x, *p++);
 		n--;
 	}
-	while (n >= 32) {
-		uint64_t a, b, d, e;
+	for (int t = 0; t < CRC_LANES; t++) {
+		const size_t l = crc_lane[t];
 
-		memcpy(&a, p, 8);
-		memcpy(&b, p + 8, 8);
-		memcpy(&d, p + 16, 8);
-		memcpy(&e, p + 24, 8);
-		x = __builtin_ia32_crc32di(x, a);
-		x = __builtin_ia32_crc32di(x, b);
-		x = __builtin_ia32_crc32di(x, d);
-		x = __builtin_ia32_crc32di(x, e);
-		p += 32;
-		n -= 32;
+		while (n >= 3 * l) {
+			uint64_t a = x, b = 0, d = 0;
+
+			for (size_t i = 0; i < l; i += 8) {
+				uint64_t u, v, w;
+
+				memcpy(&u, p + i, 8);
+				memcpy(&v, p + l + i, 8);
+				memcpy(&w, p + 2 * l + i, 8);
+				a = __builtin_ia32_crc32di(a, u);
+				b = __builtin_ia32_crc32di(b, v);
+				d = __builtin_ia32_crc32di(d, w);
+			}
+			x = crc_shift(t, crc_shift(t, (uint32_t)a) ^ (uint32_t)b) ^ (uint32_t)d;
+			p += 3 * l;
+			n -= 3 * l;
+		}
 	}
 	while (n >= 8) {
 		uint64_t a;

@@ -18,6 +18,8 @@
 #include <sys/socket.h>
 
 #include "harness.h"
+#include "crc32c.h"
+#include "up_int.h"
 
 static bool no_iouring;
 
@@ -137,6 +139,7 @@ struct job {
 	int res;
 	bool close_fd; /* close the socket once done */
 	bool may_fail; /* producer: stop at the first failed write */
+	_Atomic pid_t tid; /* the thread's, once it runs */
 };
 
 static void *producer(void *arg)
@@ -175,6 +178,7 @@ static void *receiver(void *arg)
 {
 	struct job *j = arg;
 
+	atomic_store(&j->tid, (pid_t)syscall(SYS_gettid));
 	j->res = up_bridge_recv(j->e, j->fd, &j->o, &j->st);
 	up_close(j->e); /* the far pipe's end of stream */
 	if (j->close_fd)
@@ -324,6 +328,32 @@ static void test_crc32c(void)
 	crc_of_digits();
 }
 
+/* The library's CRC against the bitwise reference at every length where
+ * its three-lane runs (3 x 8192, 3 x 1024, 3 x 128 bytes) begin or end,
+ * at every alignment, whole and split in two at an odd place. */
+static void crc_lanes(void)
+{
+	static const size_t lens[] = {0,     1,     7,     8,     383,   384,   385,   1151,
+				      3071,  3072,  3073,  3455,  3456,  3457,  4096,  24575,
+				      24576, 24577, 27648, 28032, 28041, 49152, 52609, 65536};
+	static unsigned char buf[65536 + 8];
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = pat(i);
+	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+		for (size_t off = 0; off < 8; off++) {
+			const unsigned char *p = buf + off;
+			size_t n = lens[l], cut = n / 3 | 1;
+			uint32_t want = crc32c_ref(0, p, n);
+
+			CHECK_EQ(~up__crc32c_update(~0u, p, n), want);
+			if (cut < n)
+				CHECK_EQ(~up__crc32c_update(up__crc32c_update(~0u, p, cut), p + cut,
+							    n - cut),
+					 want);
+		}
+}
+
 /* ------------------------------------------- a receiver meets a hand-made stream */
 
 struct hand {
@@ -424,6 +454,54 @@ static void pattern(unsigned char *b, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		b[i] = pat(i);
+}
+
+/* Thread @tid of this process is asleep ('S' in its stat). */
+static bool thread_asleep(pid_t tid)
+{
+	char path[64], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY);
+	CHECK_SYS(fd);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	CHECK(n > 0);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	CHECK(p && p[1] == ' ');
+	return p[2] == 'S';
+}
+
+/*
+ * A receive waits on the network inside a reservation of up to a frame:
+ * the pages are not being filled by a thread on a core, so the reservation
+ * must not keep the hint that tells readers to spin for it (a streaming
+ * receiver's reader then spun for every receive, taking the core that the
+ * sending side needed).
+ */
+static void test_recv_leaves_no_fill_hint(void)
+{
+	unsigned char d[10], got[10];
+	struct hand h;
+	int i;
+
+	pattern(d, sizeof(d));
+	hand_start(&h, -1);
+	w_header(h.s[0], M_HDR, 1);
+	w_frame(h.s[0], d, sizeof(d), 1u << 20); /* 10 of 1 MiB come */
+	CHECK_EQ(up_read(h.b[0], got, sizeof(got)), (ssize_t)sizeof(got));
+	CHECK(memcmp(got, d, sizeof(d)) == 0);
+	/* The receiver reserved the rest of the frame and sleeps in its
+	 * receive; it cannot leave that sleep, nothing more is sent. */
+	for (i = 0; i < 100000 && !(atomic_load(&h.rj.tid) && thread_asleep(h.rj.tid)); i++)
+		sched_yield();
+	CHECK(i < 100000);
+	/* relaxed: the receiver is asleep; its store is long done. */
+	CHECK_EQ(atomic_load_explicit(&h.b[0]->p->ln->prod.fill_until, memory_order_relaxed), 0);
+	CHECK_EQ(hand_end(&h, true, -ECONNABORTED, 0), -1);
 }
 
 static void test_truncated(void)
@@ -720,6 +798,8 @@ int main(int argc, char **argv)
 	no_iouring = getenv("UP_NOIOURING") != NULL;
 	RUN(test_bad_args);
 	RUN(test_crc32c);
+	RUN(crc_lanes);
+	RUN(test_recv_leaves_no_fill_hint);
 	RUN(test_sizes_default);
 	RUN(test_sizes_plain);
 	RUN(test_sizes_zerocopy);

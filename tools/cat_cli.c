@@ -22,6 +22,10 @@
 #include "cat.h"
 
 #define CAT_DEFAULT_CAPACITY (8 * MiB)
+/* A TCP sender's pipe only feeds the socket, whose own buffer holds more:
+ * a ring that fits in a core's L2 keeps the bytes the reading thread copied
+ * in cache until the send copies them out (docs/DESIGN-NOTES.md). */
+#define CAT_TCP_SEND_CAPACITY (1 * MiB)
 #define CAT_DEFAULT_PAGE (64 * KiB)
 /* --tcp-timeout's default: a vanished peer seen within half a minute. */
 #define CAT_TCP_TIMEOUT_MS 25000
@@ -43,13 +47,14 @@ static void usage(FILE *f)
 "With --to the pipe is served at NAME instead, for --from in another\n"
 "process to read, as a FIFO is between `cat FILE > FIFO` and `cat FIFO`.\n"
 "\n"
-"  -B, --buffer SIZE     pipe capacity (default 8M; 8K .. this machine's memory,\n"
-"                        8T at most). Memory is taken as pages are first\n"
-"                        written, not up front, and given back as the traffic\n"
-"                        falls: about what is buffered, plus what the stream\n"
-"                        goes round in 0.2 s; an idle pipe keeps SIZE/8 at\n"
-"                        most. The ring's bookkeeping (24 to 44 bytes per\n"
-"                        page) is taken as it is used, 4 bytes up front\n"
+"  -B, --buffer SIZE     pipe capacity (default 8M, 1M for --to tcp:; 8K ..\n"
+"                        this machine's memory, 8T at most). Memory is taken\n"
+"                        as pages are first written, not up front, and given\n"
+"                        back as the traffic falls: about what is buffered,\n"
+"                        plus what the stream goes round in 0.2 s; an idle\n"
+"                        pipe keeps SIZE/8 at most. The ring's bookkeeping\n"
+"                        (24 to 44 bytes per page) is taken as it is used,\n"
+"                        4 bytes up front\n"
 "      --page-size SIZE  bytes per pipe page (default 64K; power of two,\n"
 "                        4K .. 1M)\n"
 "      --node N          place the pipe on NUMA node N (default: local)\n"
@@ -291,6 +296,7 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 		{NULL, 0, NULL, 0},
 	};
 	const char *pipe_opt = NULL, *mode_opt = NULL, *wait_opt = NULL, *tcpto_opt = NULL;
+	bool cap_given = false;
 	uint64_t v, mem;
 	int c;
 
@@ -306,6 +312,7 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 		switch (c) {
 		case 'B':
 			pipe_opt = "-B/--buffer";
+			cap_given = true;
 			o->capacity = size_arg("--buffer", optarg, 8 * KiB, CAT_MAX_CAPACITY);
 			mem = machine_memory();
 			if (mem && o->capacity > mem) {
@@ -422,6 +429,9 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 			bad_usage("unrecognized option '%s'", argv[optind - 1]);
 		}
 	}
+	if (!cap_given && o->to && strncmp(o->to, "tcp:", 4) == 0)
+		o->capacity = CAT_TCP_SEND_CAPACITY > 2 * o->page_size ? CAT_TCP_SEND_CAPACITY
+									  : 2 * o->page_size;
 	if (o->capacity < 2 * o->page_size)
 		bad_usage("--buffer must hold at least two pages (page size %" PRIu64 ")",
 			  o->page_size);

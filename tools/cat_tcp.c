@@ -291,17 +291,17 @@ static uint64_t moved(const struct cat_pump *pm)
 }
 
 static void print_json(const struct cat_pump *pm, const struct bridge_job *j, double secs,
-		       int status, const char *addr)
+		       int status, const char *addr, size_t capacity)
 {
 	uint64_t b = moved(pm);
 
 	fprintf(stderr, "{\"tool\":\"" CAT_PROG "\",\"version\":\"%s\",\"role\":\"%s\","
-		"\"address\":\"tcp:%s\",\"bytes\":%" PRIu64 ",\"stream_bytes\":%" PRIu64
+		"\"address\":\"tcp:%s\",\"capacity\":%zu,\"bytes\":%" PRIu64 ",\"stream_bytes\":%" PRIu64
 		",\"seconds\":%.6f,\"mb_per_s\":%.3f,\"exit\":%d,\"input_errors\":%d,"
 		"\"socket_io\":\"%s\",\"frames\":%" PRIu64 ",\"socket_syscalls\":%" PRIu64
 		",\"zc_sends\":%" PRIu64 ",\"zc_copied\":%" PRIu64 ",\"crc32c\":\"%08x\","
 		"\"stream_error\":%d}\n",
-		UP_VERSION_STRING, pm->side == CAT_TO ? "to" : "from", addr, b, j->st.bytes, secs,
+		UP_VERSION_STRING, pm->side == CAT_TO ? "to" : "from", addr, capacity, b, j->st.bytes, secs,
 		secs > 0 ? (double)b / secs / 1e6 : 0.0, status, pm->input_errors,
 		j->st.path[0] ? j->st.path : "none", j->st.frames, j->st.syscalls, j->st.zc_sends,
 		j->st.zc_copied, j->st.crc32c, -j->res);
@@ -402,7 +402,7 @@ int cat_tcp_main(const struct cat_opts *o)
 		status = CAT_EXIT_OUTPUT;
 	}
 	if (o->json)
-		print_json(&pm, &j, secs, status, addr);
+		print_json(&pm, &j, secs, status, addr, cfg.capacity);
 	up_pipe_release(p);
 	cat_pump_destroy(&pm);
 	return status;

@@ -236,4 +236,19 @@ for B in 64M 1M; do
 	wait "$CPID"
 done
 
+# The pipes' capacity: the sender's is 1 MiB unless -B sets it (at least two
+# pages), the receiver's the default 8 MiB; --json says which.
+printf x >"$T/in"
+for opt in "" "-B 4M" "--page-size 1M"; do
+	case $opt in "") want=$((1 << 20)) ;; -B*) want=$((4 << 20)) ;; *) want=$((2 << 20)) ;; esac
+	start_from "$T/out" "$T/rerr"
+	# shellcheck disable=SC2086 # $opt is zero or two words
+	"$CAT" -q --json --wait 30 $opt --to "tcp:127.0.0.1:$PORT" "$T/in" 2>"$T/serr"
+	expect_eq "--to tcp: [$opt]: sender exit" $? 0
+	wait "$RPID"
+	expect_eq "--to tcp: [$opt]: receiver exit" $? 0
+	expect_eq "--to tcp: [$opt]: sender's capacity" "$(json_get capacity "$T/serr")" "$want"
+	expect_eq "--to tcp: [$opt]: receiver's capacity" "$(json_get capacity "$T/rerr")" $((8 << 20))
+done
+
 cli_done

@@ -2,7 +2,7 @@
 # bench_tcp.sh - uringpipe-cat --to/--from tcp: against the tools people use
 # to carry a stream over TCP, alternating in one run, every run printed.
 #
-#   bash tools/bench_tcp.sh [-n RUNS] [-s MIB] [--netns [--loss PCT]] CAT
+#   bash tools/bench_tcp.sh [-n RUNS] [-s MIB] [--netns [--loss PCT] [--delay MS]] CAT
 #
 # Loopback (default): a file of MIB MiB (default 2048) from the page cache to
 # /dev/null on the receiver, through uringpipe-cat, mbuffer -O/-I, socat -u,
@@ -12,28 +12,42 @@
 # installed are left out.
 # --netns: two network namespaces joined by a veth pair, made and removed
 # by the script (root); with --loss PCT, PCT% of the packets into the
-# receiver are dropped (nftables numgen). uringpipe-cat and mbuffer only,
-# the receiver's output through sha256sum, compared with the file's.
+# receiver are dropped (nftables numgen). With --delay MS the link is
+# uringpipe-delayline's instead (beside CAT; TUN devices, for a kernel
+# without netem): packets to the receiver are held MS ms, and --loss PCT of
+# them are dropped there. uringpipe-cat and mbuffer only, the receiver's
+# output through sha256sum, compared with the file's.
 # MB/s are 10^6 bytes per second of wall time, sender start to receiver end.
 set -euo pipefail
 
-runs=3 mib=2048 netns=0 loss=0
+runs=3 mib=2048 netns=0 loss=0 delay=
 while [ $# -gt 1 ]; do
 	case $1 in
 	-n) runs=$2; shift 2 ;;
 	-s) mib=$2; shift 2 ;;
 	--netns) netns=1; shift ;;
 	--loss) loss=$2; shift 2 ;;
+	--delay) delay=$2; shift 2 ;;
 	*) echo "bench_tcp.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
-CAT=${1:?usage: bench_tcp.sh [-n RUNS] [-s MIB] [--netns [--loss PCT]] /path/to/uringpipe-cat}
+CAT=${1:?usage: bench_tcp.sh [-n RUNS] [-s MIB] [--netns [--loss PCT] [--delay MS]] /path/to/uringpipe-cat}
 [ -x "$CAT" ] || { echo "bench_tcp.sh: not executable: $CAT" >&2; exit 2; }
-case $runs$mib in *[!0-9]*) echo "bench_tcp.sh: -n and -s take numbers" >&2; exit 2 ;; esac
+case $runs$mib$delay in *[!0-9]*) echo "bench_tcp.sh: -n, -s and --delay take numbers" >&2; exit 2 ;; esac
+if [ -n "$delay" ]; then
+	[ "$netns" = 1 ] || { echo "bench_tcp.sh: --delay needs --netns" >&2; exit 2; }
+	DL=$(dirname "$CAT")/uringpipe-delayline
+	[ -x "$DL" ] || { echo "bench_tcp.sh: not executable: $DL" >&2; exit 2; }
+fi
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/bench_tcp.XXXXXX")
 NA=bnA$$ NB=bnB$$
+DLPID=
 cleanup() {
+	if [ -n "$DLPID" ]; then
+		kill "$DLPID" 2>/dev/null || true
+		wait "$DLPID" 2>/dev/null || true
+	fi
 	if [ "$netns" = 1 ]; then
 		ip netns del "$NA" 2>/dev/null || true
 		ip netns del "$NB" 2>/dev/null || true
@@ -45,22 +59,36 @@ F=$W/in
 head -c $((mib << 20)) /dev/urandom >"$F"
 size=$((mib << 20))
 
-sx=() rx=() host=127.0.0.1
+sx=() rx=() host=127.0.0.1 peer=127.0.0.1
 if [ "$netns" = 1 ]; then
 	ip netns add "$NA" && ip netns add "$NB"
-	ip link add upv0 netns "$NA" gso_max_segs 1 type veth peer name upv0 netns "$NB" gso_max_segs 1
-	ip -n "$NA" addr add 10.77.0.1/30 dev upv0
-	ip -n "$NB" addr add 10.77.0.2/30 dev upv0
-	ip -n "$NA" link set upv0 up
-	ip -n "$NB" link set upv0 up
+	if [ -n "$delay" ]; then
+		"$DL" --delay "$delay" --loss "$loss" "$NA" "$NB" >"$W/dl.out" 2>"$W/dl.err" &
+		DLPID=$!
+		for _ in $(seq 1 500); do
+			grep -q ready "$W/dl.out" 2>/dev/null && break
+			kill -0 "$DLPID" 2>/dev/null || { cat "$W/dl.err" >&2; exit 1; }
+			sleep 0.01
+		done
+		ip -n "$NA" addr add 10.77.0.1 peer 10.77.0.2 dev updl0
+		ip -n "$NB" addr add 10.77.0.2 peer 10.77.0.1 dev updl0
+		ip -n "$NA" link set updl0 up
+		ip -n "$NB" link set updl0 up
+	else
+		ip link add upv0 netns "$NA" gso_max_segs 1 type veth peer name upv0 netns "$NB" gso_max_segs 1
+		ip -n "$NA" addr add 10.77.0.1/30 dev upv0
+		ip -n "$NB" addr add 10.77.0.2/30 dev upv0
+		ip -n "$NA" link set upv0 up
+		ip -n "$NB" link set upv0 up
+	fi
 	ip -n "$NB" link set lo up
-	if [ "$loss" != 0 ]; then
+	if [ "$loss" != 0 ] && [ -z "$delay" ]; then
 		ip netns exec "$NB" nft add table inet bnloss
 		ip netns exec "$NB" nft 'add chain inet bnloss in { type filter hook input priority 0; }'
 		ip netns exec "$NB" nft add rule inet bnloss in meta l4proto tcp \
 			numgen random mod 100 '<' "$loss" counter drop
 	fi
-	sx=(ip netns exec "$NA") rx=(ip netns exec "$NB") host=10.77.0.2
+	sx=(ip netns exec "$NA") rx=(ip netns exec "$NB") host=10.77.0.2 peer=10.77.0.1
 	want=$(sha256sum <"$F" | cut -d' ' -f1)
 fi
 
@@ -111,8 +139,11 @@ for t in mbuffer socat nc iperf3 iperf3-file; do
 	[ "$netns" = 1 ] && [ "$t" != mbuffer ] && continue
 	tools+=("$t")
 done
-echo "# $(uname -r), $(nproc) CPUs; $mib MiB; $([ "$netns" = 1 ] &&
-	echo "veth between two namespaces, loss $loss%" || echo loopback); $(date -u +%FT%TZ)"
+echo "# $(uname -r), $(nproc) CPUs; $mib MiB; $(if [ -n "$delay" ]; then
+	echo "uringpipe-delayline between two namespaces, delay $delay ms, loss $loss%"
+elif [ "$netns" = 1 ]; then
+	echo "veth between two namespaces, loss $loss%"
+else echo loopback; fi); $(date -u +%FT%TZ)"
 for r in $(seq 1 "$runs"); do
 	echo "run $r"
 	for t in "${tools[@]}"; do
@@ -125,7 +156,8 @@ for r in $(seq 1 "$runs"); do
 			listening "$port"
 			timed "$t" "${sx[@]}" "$CAT" -q --wait 10 --to "tcp:$host:$port" "$F" ;;
 		mbuffer)
-			recv mbuffer -q -s 256k -m 8M -I "$host:$port" -o - 2>/dev/null &
+			# -I HOST:PORT takes connections from HOST only: the sender's.
+			recv mbuffer -q -s 256k -m 8M -I "$peer:$port" -o - 2>/dev/null &
 			RPID=$!
 			listening "$port"
 			timed "$t" "${sx[@]}" mbuffer -q -s 256k -m 8M -i "$F" -O "$host:$port" 2>/dev/null ;;
@@ -154,7 +186,12 @@ for r in $(seq 1 "$runs"); do
 		esac
 	done
 done
-if [ "$netns" = 1 ] && [ "$loss" != 0 ]; then
+if [ -n "$DLPID" ]; then
+	kill "$DLPID"
+	wait "$DLPID" || true
+	DLPID=
+	echo "# $(cat "$W/dl.err")"
+elif [ "$netns" = 1 ] && [ "$loss" != 0 ]; then
 	echo "# dropped into the receiver: $(ip netns exec "$NB" nft list chain inet bnloss in |
 		sed -n 's/.*counter packets \([0-9]*\).*/\1/p') packets"
 fi

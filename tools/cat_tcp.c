@@ -24,6 +24,7 @@
  * inputs into the pipe, the receiver's writer thread the pipe to stdout.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -111,8 +112,52 @@ static void tune_socket(int fd, int timeout_ms)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* One connect to @a, given up after @ms if nothing answers (a SYN that is
+ * dropped gets no reset: a blocking connect would retry it for two
+ * minutes). The connected fd, blocking again; -1 with errno (ETIMEDOUT
+ * for no answer). */
+static int connect_within(const struct addrinfo *a, int ms)
+{
+	struct pollfd pf;
+	socklen_t el = sizeof(int);
+	int fd, r, e = 0;
+
+	fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
+		if (errno != EINPROGRESS)
+			goto fail;
+		pf.fd = fd;
+		pf.events = POLLOUT;
+		do
+			r = poll(&pf, 1, ms);
+		while (r < 0 && errno == EINTR);
+		if (r == 0)
+			errno = ETIMEDOUT;
+		if (r <= 0)
+			goto fail;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+			goto fail;
+		if (e) {
+			errno = e;
+			goto fail;
+		}
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)
+		goto fail;
+	return fd;
+fail:
+	e = errno;
+	close(fd);
+	errno = e;
+	return -1;
+}
+
 /* --to: a connected socket, retried (1 ms doubling to 100 ms) while nothing
- * listens, until --wait has passed. The fd, or -1 after a message. */
+ * listens, until --wait has passed. An attempt that nothing answers ends
+ * it at once: the peer is gone after --tcp-timeout, or --wait ran out
+ * meanwhile. The fd, or -1 after a message. */
 static int tcp_connect(const struct cat_opts *o, const char *addr)
 {
 	char host[256], port[16];
@@ -131,19 +176,33 @@ static int tcp_connect(const struct cat_opts *o, const char *addr)
 	}
 	for (;;) {
 		for (struct addrinfo *a = ai; a; a = a->ai_next) {
-			int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+			int ms = o->tcp_timeout_ms, fd;
 
-			if (fd < 0) {
-				err = errno;
-				continue;
+			if (o->wait_ms > 0) {
+				double left = (deadline - cat_mono()) * 1000.0;
+
+				ms = left < 1.0 ? 1 : left < (double)ms ? (int)left : ms;
 			}
-			if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+			fd = connect_within(a, ms);
+			if (fd >= 0) {
 				freeaddrinfo(ai);
 				tune_socket(fd, o->tcp_timeout_ms);
 				return fd;
 			}
 			err = errno;
-			close(fd);
+			if (err == ETIMEDOUT)
+				break;
+		}
+		if (err == ETIMEDOUT) {
+			freeaddrinfo(ai);
+			if (o->wait_ms > 0 && cat_mono() >= deadline)
+				fprintf(stderr, CAT_PROG ": --to tcp:%s: no answer in %.3g s (--wait)\n",
+					addr, (double)o->wait_ms / 1000.0);
+			else
+				fprintf(stderr,
+					CAT_PROG ": --to tcp:%s: no answer in %.3g s (--tcp-timeout)\n",
+					addr, (double)o->tcp_timeout_ms / 1000.0);
+			return -1;
 		}
 		if (o->wait_ms == 0 || (o->wait_ms > 0 && cat_mono() >= deadline))
 			break;

@@ -101,6 +101,30 @@ xml_valid() {
 	fi
 }
 
+# netns_pair PREFIX: two network namespaces of this test, NA and NB (named
+# PREFIXA$$ and PREFIXB$$), removed with $T on exit, after netns_extra_cleanup
+# when the test defines it; inA and inB run a command in each. Skips (77)
+# when not root or without ip(8).
+netns_pair() {
+	[ "$(id -u)" -eq 0 ] || { echo "skip: needs root (network namespaces)"; exit 77; }
+	command -v ip >/dev/null 2>&1 || { echo "skip: no ip"; exit 77; }
+	NA=$1A$$
+	NB=$1B$$
+	trap netns_cleanup EXIT
+	if ! ip netns add "$NA" 2>"$T/ns.err" || ! ip netns add "$NB" 2>>"$T/ns.err"; then
+		echo "skip: cannot make network namespaces: $(head -1 "$T/ns.err")"
+		exit 77
+	fi
+}
+netns_cleanup() {
+	if declare -F netns_extra_cleanup >/dev/null; then netns_extra_cleanup; fi
+	ip netns del "$NA" 2>/dev/null
+	ip netns del "$NB" 2>/dev/null
+	rm -rf "$T"
+}
+inA() { ip netns exec "$NA" "$@"; }
+inB() { ip netns exec "$NB" "$@"; }
+
 cli_done() {
 	if [ "$failures" -ne 0 ]; then
 		echo "$failures check(s) failed" >&2

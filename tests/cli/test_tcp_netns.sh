@@ -14,24 +14,8 @@
 . "$(dirname "$0")/lib.sh"
 cli_init "$@"
 
-[ "$(id -u)" -eq 0 ] || { echo "skip: needs root (network namespaces)"; exit 77; }
-for t in ip nft; do
-	command -v "$t" >/dev/null 2>&1 || { echo "skip: no $t"; exit 77; }
-done
-NA=upA$$
-NB=upB$$
-cleanup() {
-	ip netns del "$NA" 2>/dev/null
-	ip netns del "$NB" 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT
-if ! ip netns add "$NA" 2>"$T/ns.err" || ! ip netns add "$NB" 2>>"$T/ns.err"; then
-	echo "skip: cannot make network namespaces: $(head -1 "$T/ns.err")"
-	exit 77
-fi
-inA() { ip netns exec "$NA" "$@"; }
-inB() { ip netns exec "$NB" "$@"; }
+command -v nft >/dev/null 2>&1 || { echo "skip: no nft"; exit 77; }
+netns_pair up
 # gso_max_segs 1: packets of one MTU each, so that 1% of the packets is 1%
 # of the segments, as on a wire.
 ip link add upv0 netns "$NA" gso_max_segs 1 type veth peer name upv0 netns "$NB" gso_max_segs 1 &&

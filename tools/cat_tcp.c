@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -164,6 +165,7 @@ static int tcp_connect(const struct cat_opts *o, const char *addr)
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
 	double deadline = cat_mono() + (double)o->wait_ms / 1000.0;
 	int delay = 1, err = 0, r;
+	bool by_wait = false; /* the last attempt was cut to what --wait left */
 
 	if (split_addr(addr, host, sizeof(host), port, sizeof(port)) < 0 || !host[0]) {
 		fprintf(stderr, CAT_PROG ": --to tcp:%s: not HOST:PORT\n", addr);
@@ -178,10 +180,14 @@ static int tcp_connect(const struct cat_opts *o, const char *addr)
 		for (struct addrinfo *a = ai; a; a = a->ai_next) {
 			int ms = o->tcp_timeout_ms, fd;
 
+			by_wait = false;
 			if (o->wait_ms > 0) {
-				double left = (deadline - cat_mono()) * 1000.0;
+				double left = ceil((deadline - cat_mono()) * 1000.0);
 
-				ms = left < 1.0 ? 1 : left < (double)ms ? (int)left : ms;
+				if (left < (double)ms) {
+					ms = left < 1.0 ? 1 : (int)left;
+					by_wait = true;
+				}
 			}
 			fd = connect_within(a, ms);
 			if (fd >= 0) {
@@ -195,7 +201,7 @@ static int tcp_connect(const struct cat_opts *o, const char *addr)
 		}
 		if (err == ETIMEDOUT) {
 			freeaddrinfo(ai);
-			if (o->wait_ms > 0 && cat_mono() >= deadline)
+			if (by_wait)
 				fprintf(stderr, CAT_PROG ": --to tcp:%s: no answer in %.3g s (--wait)\n",
 					addr, (double)o->wait_ms / 1000.0);
 			else

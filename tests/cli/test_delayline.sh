@@ -7,8 +7,9 @@
 #  2. --loss 10: byte-identical still, and between 3% and 20% of the
 #     packets from A to B were dropped by its count;
 #  3. --loss 100: nothing reaches B and nothing resets the SYN, so the
-#     sender's connect is given up when its --wait runs out (exit non-zero,
-#     a message), not after the kernel's two minutes of SYN retries;
+#     sender's connect is given up when its --wait runs out, or without
+#     --wait its --tcp-timeout (status 4, a message naming which), not
+#     after the kernel's two minutes of SYN retries;
 #  4. a bad option: exit 2 and a message.
 # Needs root and ip(8); skips (77) without them or without /dev/net/tun.
 . "$(dirname "$0")/lib.sh"
@@ -106,6 +107,10 @@ kill "$rp" 2>/dev/null
 wait "$rp" 2>/dev/null
 expect_eq "loss 100: sender exit" "$src" 4
 expect_grep "loss 100: sender's message" "^uringpipe-cat: --to tcp:10.78.0.2:5103: no answer in 1 s (--wait)$" "$T/serr"
+# Without --wait, the peer is gone after --tcp-timeout.
+inA "$CAT" -q --tcp-timeout 1 --to tcp:10.78.0.2:5103 /dev/null 2>"$T/serr"
+expect_eq "loss 100, --tcp-timeout 1: sender exit" $? 4
+expect_grep "loss 100, --tcp-timeout 1: sender's message" "^uringpipe-cat: --to tcp:10.78.0.2:5103: no answer in 1 s (--tcp-timeout)$" "$T/serr"
 line_end
 if [ "$SENT" -gt 0 ] && [ "$LOST" = "$SENT" ]; then ok "loss 100: all $SENT lost"
 else fail "loss 100: $LOST of $SENT lost"; fi

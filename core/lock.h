@@ -4,8 +4,8 @@
  * the holder (up__lock_id(): its endpoint index + 1 and a generation), so a
  * waiter can tell a holder that died (peer.c) and take the lock over, and a
  * value that names no endpoint is a corrupt segment, not a reason to wait
- * forever. The readers' lock is one of these; the writers' lock (wlock.h)
- * is one too, with a bias on top.
+ * forever. The readers' lock and the writers' lock are these, each with a
+ * bias on top (bias.h).
  *
  * Fast paths inline, slow paths in lock.c.
  */
@@ -22,8 +22,8 @@
  * cleared after the exchange that drops. A taker that finds the word naming
  * a live endpoint whose held does not claim that lock takes the lock back
  * (lock.c, take_back(), which has the argument that it never takes one from
- * a holder that got it by its CAS). UP_HELD_BIAS: the writers' lock is
- * biased to this end (wlock.c). One plain store to the end's own entry per
+ * a holder that got it by its CAS). UP_HELD_BIAS: its side's lock is
+ * biased to this end (bias.c). One plain store to the end's own entry per
  * take and per drop; the entry's line is written by nobody else.
  */
 #define UP_HELD_RLOCK 1u

@@ -22,7 +22,7 @@
  * does. A peek again before a consume walks everything: a caller that needs
  * more than it was shown sees all there is by asking twice.
  */
-#include "ring.h"
+#include "bias.h"
 
 /*
  * A reader lets go of a peek without consuming (up_consume(0), a refused
@@ -130,18 +130,18 @@ static bool consume_small(struct up_end *rd, size_t n)
 }
 
 /* A fresh peek's short way (see the top): the rest of the slot this
- * end keeps, when it holds @want bytes. Only the readers' lock word and our
- * position line are touched. True when taken (the lock then held). */
+ * end keeps, when it holds @want bytes. Only the readers' lock (through the
+ * bias, our own entry) and our position line are touched. True when taken (the lock then held). */
 static bool peek_small(struct up_end *rd, struct iovec *iov, int *iovcnt, size_t want)
 {
 	struct up_pipe *p = rd->p;
 	uint32_t off;
 
 	if (want == 0 || !rd->fin_valid || rd->armed || up__is_broken(p) ||
-	    !up__lock_try(rd, &p->ln->rlock.word))
+	    up__rlock_try(rd) < 0)
 		return false;
 	if (!up__fin_here(rd, &off) || rd->fin_len - off < want) {
-		up__lock_drop(rd, &p->ln->rlock.word);
+		up__rlock_drop(rd);
 		return false;
 	}
 	rd->peek_locked = true;
@@ -185,7 +185,7 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 		 * pairs with [wait] sc in up__side_leave(). */
 		writers = atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst);
 		if (!rd->peek_locked) {
-			r = up__lock_take(rd, &p->ln->rlock.word, rd->flags & UP_NONBLOCK);
+			r = up__rlock_take(rd);
 			if (r < 0)
 				return r;
 			rd->peek_locked = true;
@@ -268,7 +268,6 @@ static __attribute__((noinline)) size_t next_want(const struct up_end *rd, size_
 
 int up__ring_consume(struct up_end *rd, size_t n)
 {
-	struct up_pipe *p = rd->p;
 	bool freed = false;
 	ssize_t avail;
 	size_t want;
@@ -276,7 +275,7 @@ int up__ring_consume(struct up_end *rd, size_t n)
 
 	rd->deadline_ns = 0;
 	if (!rd->peek_locked) {
-		r = up__lock_take(rd, &p->ln->rlock.word, rd->flags & UP_NONBLOCK);
+		r = up__rlock_take(rd);
 		if (r < 0)
 			return r;
 		rd->peek_locked = true;

@@ -109,8 +109,8 @@ static void end_release(struct up_end *e)
 		up__peek_let_go(e);
 	} else {
 		up__resv_cancel(e);
-		up__wlock_unbias(e);
 	}
+	up__bias_give_up(e);
 	/* A writer's cache, or pages a reader's trim could not give back yet.
 	 * If the readers' lock stays busy (a live peer sitting on it, or a
 	 * forged holder), the pages stay tagged and a later sweep returns
@@ -181,14 +181,15 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		goto err_free;
 	}
 	e->pid = getpid();
-	if (dir == UP_WR) {
+	{
 		uint64_t sc = 0;
 
-		/* A writer's process registers for membarrier(2) here, once,
-		 * rather than in its first write: the registration waits for
-		 * an RCU grace period, milliseconds, which the first write paid
+		/* An end's process registers for membarrier(2) here, once,
+		 * rather than in its first call: the registration waits for an
+		 * RCU grace period, milliseconds, which the first write paid
 		 * holding the writers' lock, on the first message's latency. A
-		 * refusal is remembered; the writer then never biases (fence.c). */
+		 * refusal is remembered; the end then never biases its lock
+		 * (fence.c). */
 		(void)up__membarrier_registered(e->pid, &sc);
 		up__count(&e->c.syscalls, sc);
 	}

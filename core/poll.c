@@ -8,7 +8,7 @@
  * wake every sleeper while it is armed (wake.c says why). It stays announced
  * until up__ring_disarm(), which every data call runs first.
  */
-#include "wlock.h"
+#include "bias.h"
 
 /*
  * Announce @e as a sleeper on its line, but return instead of sleeping. With

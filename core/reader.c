@@ -53,7 +53,7 @@
  * head - 2) downwards; other pages are copied upwards, since a run of whole
  * pages is read fastest as one ascending stream.
  */
-#include "ring.h"
+#include "bias.h"
 
 #define UP_COALESCE_NS 4000u
 
@@ -292,7 +292,8 @@ int up__read_idle(struct up_end *rd, uint32_t writers)
 /*
  * up_read()'s short way: the reader takes @len bytes (not 0) from the slot
  * it left part-read (see the top), without retiring it. Only the
- * readers' lock word, our own position line and the data are touched; no
+ * readers' lock (through the bias, our own entry), our own position line
+ * and the data are touched; no
  * slot, no head, no coalescing. Returns the bytes taken, or 0: the general
  * path takes the read (the lock is busy, another reader moved the position,
  * the read would retire the slot or needs more than was seen, the end is
@@ -304,17 +305,17 @@ size_t up__ring_read_small(struct up_end *rd, void *buf, size_t len)
 	uint32_t off;
 
 	if (!rd->fin_valid || rd->armed || rd->peek_locked || up__is_broken(p) ||
-	    !up__lock_try(rd, &p->ln->rlock.word))
+	    up__rlock_try(rd) < 0)
 		return 0;
 	if (!up__fin_here(rd, &off) || !up__fin_room(rd, off, len)) {
-		up__lock_drop(rd, &p->ln->rlock.word);
+		up__rlock_drop(rd);
 		return 0;
 	}
 	memcpy(buf, up__page_ptr(p, rd->fin_pg) + off, len);
 	/* [tail] rel: up__pos_store(); pairs with [tail] acq in
 	 * up__publish(). */
 	up__pos_store(rd, up__pos(rd->fin_t, off + (uint32_t)len));
-	up__lock_drop(rd, &p->ln->rlock.word);
+	up__rlock_drop(rd);
 	rd->caught = false; /* data left: the streak stays as it is */
 	up__chain_wake(rd);
 	up__count(&rd->c.bytes_read, len);
@@ -348,11 +349,11 @@ ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, si
 		 * here, every publish happened before and the walk sees it.
 		 * [wait] sc: pairs with [wait] sc in up__side_leave(). */
 		writers = atomic_load_explicit(&p->ln->state.writers, memory_order_seq_cst);
-		r = up__lock_take(rd, &p->ln->rlock.word, rd->flags & UP_NONBLOCK);
+		r = up__rlock_take(rd);
 		if (r < 0)
 			return r;
 		n = up__read_locked(rd, &c, len, whole, &freed);
-		up__lock_drop(rd, &p->ln->rlock.word);
+		up__rlock_drop(rd);
 		if (freed)
 			up__wake_writers(rd, n >= 0 && (size_t)n < len);
 		if (n != 0) {

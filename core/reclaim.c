@@ -8,7 +8,7 @@
  * serialises the pool's put side (pagepool.c), and is followed by a wake of
  * the writers, who may sleep for pages.
  */
-#include "ring.h"
+#include "bias.h"
 
 /*
  * Give @n pages held by @e (tagged with its owner tag) back to the pool and
@@ -19,14 +19,14 @@
 int up__pages_return(struct up_end *e, uint32_t *pages, uint32_t n, bool nonblock)
 {
 	struct up_pipe *p = e->p;
-	int r = up__lock_take(e, &p->ln->rlock.word, nonblock);
+	int r = up__biased_take(e, &p->ln->rlock, nonblock);
 
 	if (r < 0)
 		return r;
 	up__pages_untag(p, pages, n);
 	if (up__pool_put(p, pages, n) < 0)
 		up__mark_broken(p);
-	up__lock_drop(e, &p->ln->rlock.word);
+	up__rlock_drop(e);
 	up__wake_all(e, &p->ln->wr_wait);
 	return 0;
 }
@@ -174,8 +174,8 @@ static bool pool_lost(struct up_end *e)
 	if (up__pos_tail(atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed)) !=
 	    atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed))
 		return false;
-	/* relaxed: as above; a reader holding it may hold pages. */
-	if (atomic_load_explicit(&p->ln->rlock.word, memory_order_relaxed) != 0)
+	/* A reader holding it may hold pages. */
+	if (up__rlock_busy(p))
 		return false;
 	for (i = 0; i < p->g.page_count; i++)
 		/* relaxed: as above. */
@@ -237,7 +237,7 @@ uint32_t up__sweep_orphans(struct up_end *e)
 		e->sweep_gen = gen + 1;
 		return 0;
 	}
-	if (up__lock_take(e, &p->ln->rlock.word, true) < 0)
+	if (up__biased_take(e, &p->ln->rlock, true) < 0)
 		return 0;
 	/* Under the lock, recheck: an orphan stays one (its owner is gone),
 	 * but another sweeper may have returned it meanwhile. */
@@ -245,7 +245,7 @@ uint32_t up__sweep_orphans(struct up_end *e)
 	up__pages_untag(p, pages, n);
 	if (n && up__pool_put(p, pages, n) < 0)
 		up__mark_broken(p);
-	up__lock_drop(e, &p->ln->rlock.word);
+	up__rlock_drop(e);
 	if (n)
 		up__wake_all(e, &p->ln->wr_wait);
 	if (n < UP_END_CACHE_MAX)

@@ -21,7 +21,7 @@
  *   poll.c     arm and disarm for poll mode
  *   wait.c     readiness, the spin window, sleeping in slices
  *   reclaim.c  pool trim, orphan sweep, returning pages
- *   wlock.c    the writers' lock (biased), wlock.h its inline fast path
+ *   bias.c     the two locks biased to a lone end, bias.h its fast path
  *   lock.c     the lock words, lock.h its inline fast path
  *   peer.c     dead-peer detection
  *   wake.c     waking a wait line
@@ -207,8 +207,8 @@ static inline int up__write_check(struct up_pipe *p)
 
 /*
  * Under the readers' lock: the readers' position (cons.pos). The reader that
- * stored it last leaves its lock id in rlock.bias (unused by the readers'
- * lock otherwise), so a reader that finds its own id there knows nobody has
+ * stored it last leaves its lock id in cons.pos_by, so a reader that finds
+ * its own id there knows nobody has
  * moved the position since, and that it must be the one it stored: a tail
  * or an offset moved either way (slots skipped or read twice) is refused.
  * One compare on a line the lock's CAS just brought in. Needs every reader
@@ -218,10 +218,10 @@ static inline int up__pos_take(struct up_end *rd, uint64_t *pos)
 {
 	struct up_pipe *p = rd->p;
 
-	/* relaxed: pos and rlock.bias are written only under the readers'
-	 * lock we hold. */
+	/* relaxed: pos and pos_by are written only under the readers' lock
+	 * we hold. */
 	*pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
-	if (atomic_load_explicit(&p->ln->rlock.bias, memory_order_relaxed) == rd->lock_id &&
+	if (atomic_load_explicit(&p->ln->cons.pos_by, memory_order_relaxed) == rd->lock_id &&
 	    *pos != rd->pos_last)
 		return up__proto_error(p);
 	return 0;
@@ -232,7 +232,7 @@ static inline int up__pos_take(struct up_end *rd, uint64_t *pos)
 static inline bool up__pos_own(const struct up_end *rd)
 {
 	/* relaxed: written only under the readers' lock we hold. */
-	return atomic_load_explicit(&rd->p->ln->rlock.bias, memory_order_relaxed) == rd->lock_id;
+	return atomic_load_explicit(&rd->p->ln->cons.pos_by, memory_order_relaxed) == rd->lock_id;
 }
 
 /* Under the readers' lock: the position is inside the slot this end
@@ -265,8 +265,8 @@ static inline void up__pos_store(struct up_end *rd, uint64_t pos)
 	atomic_store_explicit(&p->ln->cons.pos, pos, memory_order_release);
 	rd->pos_last = pos;
 	/* relaxed: read only under the readers' lock (up__pos_take()). */
-	if (atomic_load_explicit(&p->ln->rlock.bias, memory_order_relaxed) != rd->lock_id)
-		atomic_store_explicit(&p->ln->rlock.bias, rd->lock_id, memory_order_relaxed);
+	if (atomic_load_explicit(&p->ln->cons.pos_by, memory_order_relaxed) != rd->lock_id)
+		atomic_store_explicit(&p->ln->cons.pos_by, rd->lock_id, memory_order_relaxed);
 }
 
 /* reader.c: what peek.c shares with the read path. */
@@ -302,16 +302,6 @@ static inline void up__streak_note(struct up_end *rd, bool waited)
 		rd->streak++;
 }
 
-
-/* A reader holding the readers' lock between peek and consume lets go. */
-static inline void up__peek_unlock(struct up_end *r)
-{
-	if (r->peek_locked) {
-		r->peek_shown = 0; /* what it showed is gone with the lock */
-		r->peek_locked = false;
-		up__lock_drop(r, &r->p->ln->rlock.word);
-	}
-}
 
 /* peek.c */
 void up__peek_let_go(struct up_end *rd);

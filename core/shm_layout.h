@@ -62,8 +62,12 @@
  * without leaving its id).
  * 9: a drop hands a lock word straight to the sleeper named in the lock's
  * handoff (a peer of version 8 would find a lock word naming itself, which
- * it took for a corrupt segment). */
-#define UP_SHM_VERSION    9u
+ * it took for a corrupt segment).
+ * 10: the readers' lock is biased to a lone reader as the writers' lock is
+ * to a lone writer (rlock.bias, the owner's busy); the last reader to move
+ * cons.pos is named in cons.pos_by (a peer of version 9 would take rlock's
+ * word beside a reader inside through the bias). */
+#define UP_SHM_VERSION    10u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -132,7 +136,11 @@ struct up_shm_cons {
 	 * high half. One word, so a reader that dies between two stores cannot
 	 * leave an offset that belongs to another slot. */
 	_Atomic uint64_t pos;
-	uint8_t pad_[UP_CACHELINE - 8];
+	/* The lock id of the reader that last stored pos, so that a reader
+	 * finding its own id here can hold pos to what it stored (ring.h,
+	 * up__pos_take()). Written only under the readers' lock. */
+	_Atomic uint32_t pos_by;
+	uint8_t pad_[UP_CACHELINE - 12];
 };
 
 static inline uint32_t up__pos_tail(uint64_t pos) { return (uint32_t)pos; }
@@ -147,23 +155,22 @@ static inline uint64_t up__pos(uint32_t tail, uint32_t off)
  * the other side polls those: taking the lock must not steal their line. */
 struct up_shm_lock {
 	_Atomic uint32_t word;
-	/* Writers' lock: the lock id of the writer the lock is biased to
-	 * (it enters without touching word), with UP_BIAS_REVOKE once a writer
-	 * holding word has begun to take the bias back; 0 = none. Written only
-	 * by a holder of word. See wlock.h. Readers' lock: the lock id of the
-	 * reader that last stored cons.pos, so that a reader finding its own
-	 * id there can hold pos to what it stored (reader.c). */
+	/* The lock id of the end the lock is biased to (a writer for the
+	 * writers' lock, a reader for the readers'; it enters without touching
+	 * word), with UP_BIAS_REVOKE once a holder of word has begun to take
+	 * the bias back; 0 = none. Written only by a holder of word. See
+	 * bias.h. */
 	_Atomic uint32_t bias;
 	/* The owner whose marked bias a taker has already fenced with
 	 * membarrier(): a later taker need not fence again. 0 = none. Written
 	 * only by a holder of word. */
 	_Atomic uint32_t fenced;
-	/* Writers' lock only: poll-mode ends armed on word (wlock.c,
+	/* Writers' lock only: poll-mode ends armed on word (bias.c,
 	 * up__wlock_poll_arm()); while not 0, a drop that finds the waiters bit
 	 * wakes every sleeper, not one. Padding before version 4. */
 	_Atomic uint32_t npoll;
 	/* CLOCK_MONOTONIC ns when the bias was marked UP_BIAS_REVOKE; for a
-	 * taker that cannot fence (wlock.c, UP_BIAS_GRACE_NS). Written only by
+	 * taker that cannot fence (bias.c, UP_BIAS_GRACE_NS). Written only by
 	 * a holder of word. */
 	_Atomic uint64_t marked_ns;
 	/* The lock id of a sleeper the next drop hands the word to (lock.c,
@@ -214,12 +221,12 @@ struct up_shm_end {
 	 * (pidns): hints for watching its death with a pidfd where both are
 	 * ours too. Liveness itself is the entry's OFD lock (live.c). */
 	_Atomic int32_t  pid;
-	/* UP_BUSY_*: where the writer the writers' lock is biased to stands;
+	/* UP_BUSY_*: where the end its side's lock is biased to stands (bias.h);
 	 * written only by that endpoint (and zeroed when the entry is claimed). */
 	_Atomic uint32_t busy;
 	/* UP_ARMED_LINE_*: the wait line this endpoint is announced on, asleep
 	 * (wait.c, up__wait_ready()) or armed in poll mode (| UP_ARMED_LINE_POLL;
-	 * poll.c, wlock.c), so that reaping it when its process died takes its
+	 * poll.c, bias.c), so that reaping it when its process died takes its
 	 * counts off nwait and npoll (peer.c). */
 	_Atomic uint32_t armed;
 	_Atomic uint64_t pidns;
@@ -237,7 +244,7 @@ struct up_shm_end {
 #define UP_ARMED_LINE_MASK 3u
 #define UP_ARMED_LINE_POLL 4u
 
-#define UP_BUSY_OUT 0u /* not inside the writers' critical section */
+#define UP_BUSY_OUT 0u /* not inside its lock's critical section */
 #define UP_BUSY_IN  1u /* inside it, entered through the bias */
 #define UP_BUSY_ACK 2u /* saw the bias taken back, and is out */
 #define UP_BIAS_REVOKE 0x80000000u /* in bias: being taken back */

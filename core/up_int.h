@@ -150,7 +150,7 @@ struct up_end {
 	/* Where a merge reservation's room is: the slot's index, its page and
 	 * its len when reserved. Commit finds the same or fails (-EPROTO). */
 	uint32_t resv_head, resv_pg, resv_len;
-	/* Writer: the writers' lock is biased to this end (wlock.h); bias_off
+	/* Its side's lock is biased to this end (bias.h); bias_off
 	 * keeps it from ever being biased (set by tests of the plain lock). */
 	bool biased;
 	bool bias_off;

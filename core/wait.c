@@ -12,7 +12,7 @@
  */
 #include <sched.h>
 
-#include "ring.h"
+#include "bias.h"
 
 /* Readable: a byte in some live slot, or end of stream (writers came and
  * left), or broken.
@@ -119,10 +119,9 @@ static bool peer_inside(struct up_end *e, struct up_shm_wait *wl, uint64_t now)
 	 * a hint, as below. */
 	if (atomic_load_explicit(&wl->nwait, memory_order_relaxed) != 0)
 		return false;
-	/* relaxed: a hint to keep spinning; ready() decides. */
+	/* A hint to keep spinning; ready() decides. */
 	if (wl == &p->ln->wr_wait)
-		return (atomic_load_explicit(&p->ln->rlock.word, memory_order_relaxed) &
-			~UP_LOCK_WAITERS) != 0;
+		return up__rlock_busy(p);
 	/* relaxed: a hint, as above. */
 	return atomic_load_explicit(&p->ln->prod.fill_until, memory_order_relaxed) > now;
 }

@@ -4,7 +4,7 @@
  *
  * A writer takes pages from the pool (pagepool.c) in one batch into its
  * cache, copies the data into them with no lock held, then, under the
- * writers' lock (wlock.h), fills the slots at head and advances head.
+ * writers' lock (bias.h), fills the slots at head and advances head.
  * Readers and other writers go on while it copies; the lock only orders
  * publication.
  *
@@ -29,7 +29,7 @@
 /*
  * The lone writer's copy of the last slot: good from a publish made under
  * the bias until the bias is lost, which this end learns in
- * up__wlock_bias_enter() (failing) or gives up in up__wlock_unbias(); both
+ * up__bias_enter() (failing) or gives up in up__bias_give_up(); both
  * clear last_ok, so last_ok implies biased. Another writer can publish only
  * after taking the bias back. A peer that rewrites the slot meanwhile breaks
  * the protocol; what we then store is still a page we own and a len within

@@ -7,7 +7,7 @@
 #ifndef UP_CORE_WRITER_H
 #define UP_CORE_WRITER_H
 
-#include "wlock.h"
+#include "bias.h"
 
 /* writer.c: what reserve.c shares with the write path. */
 int up__merge_open(struct up_end *w, size_t n, struct up_shm_slot **sp, uint32_t *lenp,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_bias.c - the writers' lock biased to a lone writer (core/wlock.h, core/wlock.c):
+ * test_bias.c - the writers' lock biased to a lone writer (core/bias.h, core/bias.c):
  * a lone writer enters without the lock word; a second writer takes the
  * bias back and waits for the owner to leave, also when the owner holds a
  * reservation open or died inside; and under churn (a second writer

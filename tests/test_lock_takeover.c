@@ -22,7 +22,7 @@
 
 #include "harness.h"
 #include "up_int.h"
-#include "wlock.h"
+#include "bias.h"
 
 /* @inh: the parent's @ninh open ends, which the child closes first. */
 static void die_holding(struct up_pipe *p, int role, int which_lock, struct up_end **inh,

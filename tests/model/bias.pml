@@ -19,7 +19,7 @@
  * bias it finds, and bias the lock to itself while it holds the word (the
  * library does so when it counts one writer; the count is only a hint, so
  * the model lets a holder choose either way at any time). A writer that
- * finishes gives its bias up as up__wlock_unbias() does at close (busy = ACK).
+ * finishes gives its bias up as up__bias_give_up() does at close (busy = ACK).
  *
  * Checked (pan -DSAFETY): the assertion that at most one writer is in the
  * critical section, and no invalid end state (a revoker waiting for ever).
@@ -156,7 +156,7 @@ proctype Writer(byte id)
 next:		skip
 	od;
 #ifndef IDLE
-	/* up__wlock_unbias(): out for good */
+	/* up__bias_give_up(): out for good */
 	if
 	:: biased -> sb[id]!ACK
 	:: else -> skip

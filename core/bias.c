@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wlock.c - the writers' lock: taking a bias back, setting one, giving it up,
- * and waiting for the lock in poll mode (wlock.h has the fast path and the
- * design note).
+ * bias.c - the biased locks (bias.h has the fast path and the design note):
+ * taking a bias back, setting one, giving it up; and a writer waiting for
+ * the writers' lock in poll mode.
  *
  * Taking the bias back, holding the word:
  *   1. mark the bias UP_BIAS_REVOKE, so the owner's next entry fails;
@@ -15,11 +15,12 @@
  *      and finds the mark;
  *   4. clear the bias. The owner stays out: it found the bias changed and
  *      takes the word like anyone else.
- * The bias is set only by a holder of the word that sees itself the only
- * writer and whose process registered for membarrier, so a second writer
- * costs one barrier, once, and there are never two owners.
+ * The bias is set only by a holder of the word that is an end of the lock's
+ * side, sees itself the only one, and whose process registered for
+ * membarrier, so a second end costs one barrier, once, and there are never
+ * two owners.
  */
-#include "wlock.h"
+#include "bias.h"
 
 /* A revoker sleeps on the owner's busy word in slices of this, looking for
  * a dead owner in between (the futex backend cannot watch pidfds). */
@@ -47,16 +48,18 @@ void up__busy_wake(struct up_end *w)
 }
 
 /*
- * Holding the word, which the bias @owner's setter held too: is the bias a
+ * Holding @l's word, which the bias @owner's setter held too: is the bias a
  * value somebody stored rather than one its owner set? The owner sets
  * UP_HELD_BIAS in its entry before it stores the bias, under the word
- * (up__wlock_take_slow()), and clears it only once it is out for good
+ * (up__biased_take_slow()), and clears it only once it is out for good
  * (UP_BUSY_ACK stored), so a bias naming an entry that is not a live writer
- * of that generation, or whose held lacks the bit, has nobody to wait for.
+ * of that generation and of the lock's side, or whose held lacks the bit,
+ * has nobody to wait for.
  */
-static bool bias_forged(struct up_end *w, uint32_t owner)
+static bool bias_forged(struct up_end *w, struct up_shm_lock *l, uint32_t owner)
 {
 	struct up_pipe *p = w->p;
+	const uint32_t role = l == &p->ln->wlock ? UP_END_WRITER : UP_END_READER;
 	uint32_t idx = (owner & UP_END_ROLE_MASK) - 1;
 	/* [end-state] acq: the entry as its claim or free left it, as in
 	 * up__lock_owner_gone(); pairs with [end-state] acq_rel in
@@ -64,24 +67,23 @@ static bool bias_forged(struct up_end *w, uint32_t owner)
 	 * up__end_free(). */
 	uint32_t st = atomic_load_explicit(&p->ends[idx].state, memory_order_acquire);
 
-	if ((st & UP_END_ROLE_MASK) != UP_END_WRITER || up__lock_id(st, idx) != owner)
+	if ((st & UP_END_ROLE_MASK) != role || up__lock_id(st, idx) != owner)
 		return true;
 	/* [held] sc: the owner's bit, or its clear after its ACK; pairs with
 	 * [held] rel in up__held_clear(). */
 	return !(atomic_load_explicit(&p->ends[idx].held, memory_order_seq_cst) & UP_HELD_BIAS);
 }
 
-/* Holding the word: take back the bias @b. 0, or -EAGAIN (non-blocking,
- * the owner is inside), -ETIMEDOUT or -ECANCELED (cancel.c), or -EPROTO. */
-static int bias_revoke(struct up_end *w, uint32_t b)
+/* Holding @l's word: take back its bias @b. 0, or -EAGAIN (@nonblock, the
+ * owner is inside), -ETIMEDOUT or -ECANCELED (cancel.c), or -EPROTO. */
+static int bias_revoke(struct up_end *w, struct up_shm_lock *l, uint32_t b, bool nonblock)
 {
 	struct up_pipe *p = w->p;
-	_Atomic uint32_t *bias = &p->ln->wlock.bias;
+	_Atomic uint32_t *bias = &l->bias;
 	uint32_t owner = b & ~UP_BIAS_REVOKE;
 	uint32_t idx = owner & UP_END_ROLE_MASK;
-	_Atomic uint32_t *fenced_by = &p->ln->wlock.fenced;
-	_Atomic uint64_t *marked = &p->ln->wlock.marked_ns;
-	const bool nonblock = w->flags & UP_NONBLOCK;
+	_Atomic uint32_t *fenced_by = &l->fenced;
+	_Atomic uint64_t *marked = &l->marked_ns;
 	uint64_t sc = 0, slice, t_mark, now = up__now_ns();
 	uint32_t i;
 	bool fenced;
@@ -94,7 +96,7 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 	/* Stored by a peer, naming an end that never took it: a live end
 	 * idle outside any call would never let us in (test_wedge). A dead
 	 * one is for the loop below, which reaps it. */
-	if (bias_forged(w, owner) && !up__lock_owner_gone(w, owner))
+	if (bias_forged(w, l, owner) && !up__lock_owner_gone(w, owner))
 		goto clear;
 	if (b & UP_BIAS_REVOKE) {
 		/* A taker before us marked it and gave up (non-blocking). If it
@@ -109,7 +111,7 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 	} else {
 		/* Step 1. [bias] sc: the mark, before the barrier below (which
 		 * orders it anyway); pairs with [bias] acq in
-		 * up__wlock_bias_enter(). */
+		 * up__bias_enter(). */
 		atomic_store_explicit(bias, owner | UP_BIAS_REVOKE, memory_order_seq_cst);
 		/* relaxed: written only under the word we hold. */
 		atomic_store_explicit(marked, t_mark = now, memory_order_relaxed);
@@ -118,7 +120,7 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 	if (!fenced) {
 		/* Step 2. [bias] mb: membarrier() orders the owner's busy store
 		 * before its bias load; pairs with [bias] mb in
-		 * up__wlock_bias_enter(). */
+		 * up__bias_enter(). */
 		fenced = up__membarrier(&sc) == 0;
 		up__count(&w->c.syscalls, sc);
 		up__count(&w->c.revokes, 1);
@@ -130,8 +132,8 @@ static int bias_revoke(struct up_end *w, uint32_t b)
 	_Atomic uint32_t *busy = &p->ends[idx - 1].busy;
 	for (i = 0;; i++) {
 		/* [busy] acq: the owner's critical section before ours; pairs
-		 * with [busy] rel in up__wlock_drop() and
-		 * up__wlock_bias_enter(). */
+		 * with [busy] rel in up__biased_drop() and
+		 * up__bias_enter(). */
 		uint32_t st = atomic_load_explicit(busy, memory_order_acquire);
 
 		if (st == UP_BUSY_ACK || (fenced && st != UP_BUSY_IN))
@@ -171,104 +173,115 @@ clear:
 	return 0;
 }
 
-/* Everyone but the bias owner: the word, then take back a bias found
+/* Everyone but the bias owner: @l's word, then take back a bias found
  * there, or set one. */
-__attribute__((noinline)) int up__wlock_take_slow(struct up_end *w)
+__attribute__((noinline)) int up__biased_take_slow(struct up_end *e, struct up_shm_lock *l,
+						   bool nonblock)
 {
-	struct up_pipe *p = w->p;
-	struct up_shm_lock *l = &p->ln->wlock;
+	struct up_pipe *p = e->p;
 	uint64_t sc = 0;
-	uint32_t b;
+	uint32_t b, ends;
 	int r;
 
-	r = up__lock_take(w, &l->word, w->flags & UP_NONBLOCK);
+	r = up__lock_take(e, &l->word, nonblock);
 	if (r < 0)
 		return r;
 	/* relaxed: written only by holders of the word, which we are. */
 	b = atomic_load_explicit(&l->bias, memory_order_relaxed);
 	if (b != 0) {
-		r = bias_revoke(w, b);
+		r = bias_revoke(e, l, b, nonblock);
 		if (r < 0) {
-			up__lock_drop(w, &l->word);
+			up__lock_drop(e, &l->word);
 			return r == -EPROTO ? up__proto_error(p) : r;
 		}
 	}
-	/* The only writer: bias the lock to this end.
-	 * relaxed: the writer count is a hint; a writer that joins meanwhile
-	 * takes the bias back. */
-	if (!w->bias_off &&
-	    up__side_open(atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed)) == 1 &&
-	    up__membarrier_registered(w->pid, &sc)) {
+	if (e->bias_off || l != up__own_lock(e))
+		return 0;
+	/* The only end of our side: bias the lock to this end.
+	 * relaxed: the count is a hint; an end that joins meanwhile takes the
+	 * bias back. */
+	ends = atomic_load_explicit(l == &p->ln->wlock ? &p->ln->state.writers
+						       : &p->ln->state.readers,
+				    memory_order_relaxed);
+	if (up__side_open(ends) == 1 && up__membarrier_registered(e->pid, &sc)) {
 		/* Before the bias: see bias_forged(). */
-		up__held_set(w, UP_HELD_BIAS);
+		up__held_set(e, UP_HELD_BIAS);
 		/* relaxed: both published by the word's release below. */
-		atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_IN, memory_order_relaxed);
-		atomic_store_explicit(&l->bias, w->lock_id, memory_order_relaxed);
-		w->biased = true;
-		up__lock_drop(w, &l->word);
+		atomic_store_explicit(&p->ends[e->idx].busy, UP_BUSY_IN, memory_order_relaxed);
+		atomic_store_explicit(&l->bias, e->lock_id, memory_order_relaxed);
+		e->biased = true;
+		up__lock_drop(e, &l->word);
 	}
-	up__count(&w->c.syscalls, sc);
+	up__count(&e->c.syscalls, sc);
 	return 0;
 }
 
 /*
- * Take the writers' lock only if that costs no wait: the bias owner's entry,
- * or else one attempt on the word, which must carry no bias (taking a bias
- * back means waiting for its owner). 0 with the lock held, or -EAGAIN. An
- * owner whose bias was taken back acknowledges that and tries the word like
+ * Take @l only if that costs no wait, after the bias owner's entry failed:
+ * one attempt on the word, which must carry no bias (taking a bias back
+ * means waiting for its owner). 0 with the lock held, or -EAGAIN. An owner
+ * whose bias was taken back has acknowledged that and tries the word like
  * anyone else.
  */
-int up__wlock_try(struct up_end *w)
+int up__biased_try_slow(struct up_end *e, struct up_shm_lock *l)
 {
-	struct up_pipe *p = w->p;
-	uint32_t cur = 0;
-
-	if (up__wlock_bias_enter(w))
-		return 0;
-	up__held_set(w, UP_HELD_WLOCK);
-	/* [lock] acq: pairs with [lock] rel in up__lock_drop(). Also [held]
-	 * rel: our held bit first; pairs with [held] sc in take_back(). */
-	if (!atomic_compare_exchange_strong_explicit(&p->ln->wlock.word, &cur, w->lock_id,
-						    memory_order_acq_rel, memory_order_relaxed)) {
-		up__held_clear(w, UP_HELD_WLOCK);
+	if (!up__lock_try(e, &l->word))
 		return -EAGAIN;
-	}
 	/* relaxed: written only by holders of the word, which we are. */
-	if (atomic_load_explicit(&p->ln->wlock.bias, memory_order_relaxed) != 0) {
-		up__lock_drop(w, &p->ln->wlock.word);
+	if (atomic_load_explicit(&l->bias, memory_order_relaxed) != 0) {
+		up__lock_drop(e, &l->word);
 		return -EAGAIN;
 	}
 	return 0;
 }
 
-/* A writer closing: give the bias up, so the next writer need not take it
- * back with a barrier. Never blocks (close must not). */
-void up__wlock_unbias(struct up_end *w)
+/* An end closing: give its bias up, so the next end of its side need not
+ * take it back with a barrier. Never blocks (close must not). */
+void up__bias_give_up(struct up_end *e)
 {
-	struct up_pipe *p = w->p;
-	struct up_shm_lock *l = &p->ln->wlock;
+	struct up_shm_lock *l = up__own_lock(e);
 
-	if (!w->biased)
+	if (!e->biased)
 		return;
-	w->biased = false;
-	w->last_ok = false;
+	e->biased = false;
+	e->last_ok = false;
 	/* Out for good: a revoker that could not fence waits for this.
 	 * [busy] rel: pairs with [busy] acq in bias_revoke(). */
-	atomic_store_explicit(&p->ends[w->idx].busy, UP_BUSY_ACK, memory_order_release);
-	up__held_clear(w, UP_HELD_BIAS);
-	up__busy_wake(w);
-	if (up__lock_take(w, &l->word, true) < 0)
+	atomic_store_explicit(&e->p->ends[e->idx].busy, UP_BUSY_ACK, memory_order_release);
+	up__held_clear(e, UP_HELD_BIAS);
+	up__busy_wake(e);
+	if (up__lock_take(e, &l->word, true) < 0)
 		return; /* a revoker holds it: it finds us out */
 	/* Ours, marked or not: a taker that gave up on us (non-blocking)
 	 * leaves its mark, and nobody needs to wait for us any more.
 	 * relaxed: under the word, whose release publishes them. */
 	if ((atomic_load_explicit(&l->bias, memory_order_relaxed) & ~UP_BIAS_REVOKE) ==
-	    w->lock_id) {
+	    e->lock_id) {
 		atomic_store_explicit(&l->bias, 0, memory_order_relaxed);
 		atomic_store_explicit(&l->fenced, 0, memory_order_relaxed);
 		atomic_store_explicit(&l->marked_ns, 0, memory_order_relaxed);
 	}
-	up__lock_drop(w, &l->word);
+	up__lock_drop(e, &l->word);
+}
+
+/*
+ * The readers' lock may be held: its word names a holder, or its bias owner
+ * is inside. A hint, for looks that only decide whether to wait or to
+ * believe a state that persists (reclaim.c, wait.c).
+ */
+bool up__rlock_busy(struct up_pipe *p)
+{
+	struct up_shm_lock *l = &p->ln->rlock;
+	/* relaxed: a hint, as above. */
+	uint32_t owner = atomic_load_explicit(&l->bias, memory_order_relaxed) & ~UP_BIAS_REVOKE;
+	uint32_t idx = owner & UP_END_ROLE_MASK;
+
+	/* relaxed: as above. */
+	if ((atomic_load_explicit(&l->word, memory_order_relaxed) & ~UP_LOCK_WAITERS) != 0)
+		return true;
+	/* relaxed: as above. */
+	return idx != 0 && idx <= p->g.max_ends &&
+	       atomic_load_explicit(&p->ends[idx - 1].busy, memory_order_relaxed) == UP_BUSY_IN;
 }
 
 /*
@@ -298,7 +311,7 @@ static int bias_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *ex
 		return 1;
 	busy = &p->ends[idx - 1].busy;
 	/* [busy] sc: the owner's state after the barrier; pairs with [busy]
-	 * rel in up__wlock_drop(). */
+	 * rel in up__biased_drop(). */
 	if (atomic_load_explicit(busy, memory_order_seq_cst) != UP_BUSY_IN)
 		return 1;
 	/* Dead inside (maybe reaped already): nobody will wake us; a retry

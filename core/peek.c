@@ -137,7 +137,7 @@ static bool peek_small(struct up_end *rd, struct iovec *iov, int *iovcnt, size_t
 	struct up_pipe *p = rd->p;
 	uint32_t off;
 
-	if (want == 0 || !rd->fin_valid || rd->armed || up__is_broken(p) ||
+	if (want == 0 || !up__fin_usable(rd) || rd->armed || up__is_broken(p) ||
 	    up__rlock_try(rd) < 0)
 		return false;
 	if (!up__fin_here(rd, &off) || rd->fin_len - off < want) {

@@ -39,7 +39,8 @@
  * it saw. A slot that is no longer the last (a later one was published) is
  * final: its len will not change, and the short way may read up to its end
  * less a byte (the general path retires it). The last slot may still grow
- * (fin_last): the short way reads up to the len seen, and leaves it live.
+ * (fin_last): the short way reads up to the len seen, and leaves it live,
+ * unless the reader coalesces (up__fin_usable()).
  * The copy is good while no other reader moved the position since this end
  * stored it (ring.h, up__pos_own()), and only for that slot; the general
  * path loads a last slot's len again rather than trust the copy.
@@ -304,7 +305,7 @@ size_t up__ring_read_small(struct up_end *rd, void *buf, size_t len)
 	struct up_pipe *p = rd->p;
 	uint32_t off;
 
-	if (!rd->fin_valid || rd->armed || rd->peek_locked || up__is_broken(p) ||
+	if (!up__fin_usable(rd) || rd->armed || rd->peek_locked || up__is_broken(p) ||
 	    up__rlock_try(rd) < 0)
 		return 0;
 	if (!up__fin_here(rd, &off) || !up__fin_room(rd, off, len)) {

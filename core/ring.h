@@ -248,6 +248,19 @@ static inline bool up__fin_here(struct up_end *rd, uint32_t *off)
 	       *off < rd->fin_len;
 }
 
+/*
+ * The kept slot may be read by the short ways (reader.c, peek.c). Not the
+ * last slot while the reader coalesces: that is the page the writer
+ * appends to, which a coalescing reader leaves alone (reader.c); read
+ * there, each message costs the writer a cross-core miss on the line the
+ * reader just loaded. A reader that does not coalesce (its reads wait for
+ * the writer) keeps the short way into the last slot.
+ */
+static inline bool up__fin_usable(const struct up_end *rd)
+{
+	return rd->fin_valid && !(rd->fin_last && rd->streak >= UP_STREAK_MIN);
+}
+
 /* @n bytes from @off in the kept slot can be taken without retiring it: all
  * but the end of a final slot, or up to what was seen of the last one. */
 static inline bool up__fin_room(const struct up_end *rd, uint32_t off, size_t n)

@@ -299,6 +299,60 @@ static void down_copy_keeps_every_byte(void)
 		down_copy_case(&cases[i]);
 }
 
+/*
+ * The kept slot's short ways (up__ring_read_small(), up_peek()'s) stay out
+ * of the writer's page while the reader coalesces: a kept slot that is the
+ * last one is read there only by a reader whose streak is under
+ * UP_STREAK_MIN. A coalescing reader reading it would trade the line the
+ * writer appends to after every message, the cost coalescing is for.
+ */
+static void coalescing_short_ways_leave_the_writers_page(void)
+{
+	struct up_end *e[2];
+	char msg[1000], buf[100];
+	struct iovec iov[4];
+	int cnt = 4;
+
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = (char)('a' + i % 26);
+	CHECK_OK(up_pipe2(e, NULL));
+	CHECK_EQ(up_write(e[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
+	CHECK_EQ(up_read(e[0], buf, 100), 100);
+	/* Cut short in the only slot, the writer's: kept, as the last. */
+	CHECK(e[0]->fin_valid && e[0]->fin_last);
+	/* Not coalescing: the short way takes it. */
+	e[0]->streak = 0;
+	CHECK_EQ(up__ring_read_small(e[0], buf, 100), 100);
+	CHECK(memcmp(buf, msg + 100, 100) == 0);
+	/* Coalescing: it declines, and the general path reads the same bytes. */
+	e[0]->streak = UP_STREAK_MIN;
+	CHECK_EQ(up__ring_read_small(e[0], buf, 100), 0);
+	CHECK_EQ(up_read(e[0], buf, 100), 100);
+	CHECK(memcmp(buf, msg + 200, 100) == 0);
+	/* The peek's short way likewise: a coalescing reader's peek goes the
+	 * general way, whose coalescing step moves the streak (it waits for a
+	 * page and gives up, or counts the read); the short way leaves it. */
+	e[0]->streak = 0;
+	CHECK_EQ(up_peek(e[0], iov, &cnt), (ssize_t)sizeof(msg) - 300);
+	CHECK_OK(up_consume(e[0], 100)); /* the next peek wants 100 */
+	CHECK(e[0]->fin_valid && e[0]->fin_last);
+	e[0]->streak = UP_STREAK_MIN;
+	cnt = 4;
+	CHECK_EQ(up_peek(e[0], iov, &cnt), (ssize_t)sizeof(msg) - 400);
+	CHECK(memcmp(iov[0].iov_base, msg + 400, 100) == 0);
+	CHECK(e[0]->streak != UP_STREAK_MIN);
+	CHECK_OK(up_consume(e[0], 100));
+	CHECK(e[0]->fin_valid && e[0]->fin_last);
+	e[0]->streak = 0;
+	cnt = 4;
+	CHECK_EQ(up_peek(e[0], iov, &cnt), (ssize_t)sizeof(msg) - 500);
+	CHECK(memcmp(iov[0].iov_base, msg + 500, 100) == 0);
+	CHECK_EQ(e[0]->streak, 0); /* the short way */
+	CHECK_OK(up_consume(e[0], 100));
+	up_close(e[1]);
+	up_close(e[0]);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -307,5 +361,6 @@ int main(int argc, char **argv)
 	RUN(peek_builds_a_streak);
 	RUN(a_sleep_ends_the_streak);
 	RUN(down_copy_keeps_every_byte);
+	RUN(coalescing_short_ways_leave_the_writers_page);
 	return 0;
 }

@@ -166,8 +166,12 @@ static int bias_revoke(struct up_end *w, struct up_shm_lock *l, uint32_t b, bool
 		i = UP_BACKOFF_SLEPT;
 	}
 clear:
-	/* Step 4. relaxed: we hold the word; its release publishes these. */
-	atomic_store_explicit(bias, 0, memory_order_relaxed);
+	/* Step 4. [wait] rel: the owner's critical sections (its len stores
+	 * among them, acquired from its busy above) before the clear; pairs
+	 * with [wait] sc in up__wait_fence(), a sleeper that finds no bias
+	 * and does not fence. */
+	atomic_store_explicit(bias, 0, memory_order_release);
+	/* relaxed: we hold the word; its release publishes these. */
 	atomic_store_explicit(fenced_by, 0, memory_order_relaxed);
 	atomic_store_explicit(marked, 0, memory_order_relaxed);
 	return 0;
@@ -206,9 +210,12 @@ __attribute__((noinline)) int up__biased_take_slow(struct up_end *e, struct up_s
 	if (up__side_open(ends) == 1 && up__membarrier_registered(e->pid, &sc)) {
 		/* Before the bias: see bias_forged(). */
 		up__held_set(e, UP_HELD_BIAS);
-		/* relaxed: both published by the word's release below. */
+		/* relaxed: published by the word's release below. */
 		atomic_store_explicit(&p->ends[e->idx].busy, UP_BUSY_IN, memory_order_relaxed);
-		atomic_store_explicit(&l->bias, e->lock_id, memory_order_relaxed);
+		/* [wait] sc: a writer's bias before the word's release and every
+		 * release store of len it allows; pairs with [wait] sc in
+		 * up__wait_fence(). */
+		atomic_store_explicit(&l->bias, e->lock_id, memory_order_seq_cst);
 		e->biased = true;
 		up__lock_drop(e, &l->word);
 	}
@@ -257,7 +264,10 @@ void up__bias_give_up(struct up_end *e)
 	 * relaxed: under the word, whose release publishes them. */
 	if ((atomic_load_explicit(&l->bias, memory_order_relaxed) & ~UP_BIAS_REVOKE) ==
 	    e->lock_id) {
-		atomic_store_explicit(&l->bias, 0, memory_order_relaxed);
+		/* [wait] rel: our len stores before the clear; pairs with [wait]
+		 * sc in up__wait_fence(). */
+		atomic_store_explicit(&l->bias, 0, memory_order_release);
+		/* relaxed: under the word, whose release publishes them. */
 		atomic_store_explicit(&l->fenced, 0, memory_order_relaxed);
 		atomic_store_explicit(&l->marked_ns, 0, memory_order_relaxed);
 	}

@@ -189,8 +189,16 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		 * RCU grace period, milliseconds, which the first write paid
 		 * holding the writers' lock, on the first message's latency. A
 		 * refusal is remembered; the end then never biases its lock
-		 * (fence.c). */
-		(void)up__membarrier_registered(e->pid, &sc);
+		 * (fence.c), and a reader says so to the writers at once, so
+		 * that they fence their stores for it (wait.c,
+		 * up__wait_fence()). */
+		if (!up__membarrier_registered(e->pid, &sc) && dir == UP_RD) {
+			e->nofence_ns = up__now_ns();
+			/* [wait] sc: sticky, before any sleep of ours; pairs
+			 * with [wait] mb in up__merge_close(), whose look at
+			 * it is bounded by the grace (wait.c). */
+			atomic_store_explicit(&p->ln->rd_wait.nofence, 1, memory_order_seq_cst);
+		}
 		up__count(&e->c.syscalls, sc);
 	}
 	e->pidns = up__live_pidns();

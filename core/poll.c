@@ -45,7 +45,11 @@ int up__ring_arm(struct up_end *e, bool locks, _Atomic uint32_t **word, uint32_t
 	atomic_store_explicit(&wl->pending, 0, memory_order_seq_cst);
 	atomic_fetch_add_explicit(&wl->npoll, 1, memory_order_seq_cst);
 	atomic_fetch_add_explicit(&wl->nwait, 1, memory_order_seq_cst);
-	r = ready(e);
+	/* A reader that cannot fence the lone writer's last len store
+	 * (wait.c, up__wait_fence()) may not wait unbounded yet: nothing is
+	 * armed, and the caller tries again (for at most UP_FENCE_GRACE_NS
+	 * after it found that out). */
+	r = up__wait_fence(e, wl) == UINT64_MAX ? ready(e) : 1;
 	if (r != 0) {
 		/* [wait] sc: undo the announcement; pairs with [wait] sc in
 		 * up__wake_line(). */

@@ -65,8 +65,11 @@
  * it took for a corrupt segment).
  * 10: the readers' lock is biased to a lone reader as the writers' lock is
  * to a lone writer (rlock.bias, the owner's busy); the last reader to move
- * cons.pos is named in cons.pos_by (a peer of version 9 would take rlock's
- * word beside a reader inside through the bias). */
+ * cons.pos is named in cons.pos_by; the lone writer grows len with a
+ * release store, and a sleeping reader supplies the fence with membarrier()
+ * (rd_wait.nofence when it cannot). A peer of version 9 would take rlock's
+ * word beside a reader inside through the bias, and sleep through a len
+ * grown under its announcement. */
 #define UP_SHM_VERSION    10u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
@@ -205,7 +208,11 @@ struct up_shm_wait {
 	 * others sleep at once (wait.c, spin_claim()). A hint: any value is
 	 * harmless, a stale one expires by itself. */
 	_Atomic uint64_t spin_until;
-	uint8_t pad_[UP_CACHELINE - 24];
+	/* Readers' line only: a reader whose process may not call membarrier()
+	 * has opened (sticky; wait.c, up__wait_fence()). Writers then publish
+	 * every len with a full fence (writer.h, up__merge_close()). */
+	_Atomic uint32_t nofence;
+	uint8_t pad_[UP_CACHELINE - 28];
 };
 
 #define UP_LOCK_WAITERS 0x80000000u

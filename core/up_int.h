@@ -207,6 +207,9 @@ struct up_end {
 	uint32_t live_calls;
 	uint64_t pidns;       /* this process's pid namespace (live.c) */
 	uint64_t live_ns;
+	/* Reader: when this end found its process may not call membarrier()
+	 * and set rd_wait.nofence (wait.c, up__wait_fence()); 0: not yet. */
+	uint64_t nofence_ns;
 	uint32_t came;        /* UP_CAME_* */
 	uint32_t sweep_gen;    /* ends_gen + 1 at the last orphan sweep */
 	/* Reader: the trim's last look (reclaim.c, up__pool_trim()): when,

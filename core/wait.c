@@ -181,6 +181,55 @@ static uint64_t slice_left(struct up_end *e)
 }
 
 /*
+ * The fence of a reader about to sleep, after its announcement on rd_wait
+ * and before its re-check. The lone writer grows len with a release store
+ * and loads nwait after it without a fence between (writer.h,
+ * up__merge_close()), so its load may miss our announcement while our
+ * re-check misses its store. While the writers' lock is biased (the only
+ * state in which a writer does that), membarrier() runs a full barrier on
+ * every CPU running a registered process, the writer's among them: after
+ * it the store is visible to the re-check, or the writer's load comes
+ * after our announcement and wakes us. Returns the longest the sleep may
+ * last: UINT64_MAX, or, for a reader whose process may not call
+ * membarrier(), the rest of UP_FENCE_GRACE_NS from when it said so in
+ * rd_wait.nofence. Writers that see nofence fence every store; the grace
+ * covers a store issued before the writer saw it, which does not stay in a
+ * store buffer for milliseconds (the same argument as bias.c's
+ * UP_BIAS_GRACE_NS). A peer that clears nofence costs such a reader at
+ * most a sleep slice per wake it misses, never a wedge.
+ */
+#define UP_FENCE_GRACE_NS 20000000ull /* 20 ms */
+
+uint64_t up__wait_fence(struct up_end *e, struct up_shm_wait *wl)
+{
+	struct up_pipe *p = e->p;
+	uint64_t sc = 0, since;
+
+	/* [wait] sc: after our announcement, as the re-check; a bias set
+	 * before our load is seen, one set after it is followed by the
+	 * setter's word release and then by every store we must see;
+	 * pairs with [wait] sc in up__biased_take_slow(). */
+	if (wl != &p->ln->rd_wait ||
+	    atomic_load_explicit(&p->ln->wlock.bias, memory_order_seq_cst) == 0)
+		return UINT64_MAX;
+	if (e->nofence_ns == 0) {
+		if (up__membarrier_registered(e->pid, &sc) && up__membarrier(&sc) == 0) {
+			/* [wait] mb: pairs with [wait] mb in up__merge_close(). */
+			up__count(&e->c.syscalls, sc);
+			return UINT64_MAX;
+		}
+		e->nofence_ns = up__now_ns();
+		/* [wait] sc: sticky; pairs with [wait] mb in
+		 * up__merge_close(), whose look at it is bounded by the
+		 * grace. */
+		atomic_store_explicit(&wl->nofence, 1, memory_order_seq_cst);
+	}
+	up__count(&e->c.syscalls, sc);
+	since = up__now_ns() - e->nofence_ns;
+	return since >= UP_FENCE_GRACE_NS ? UINT64_MAX : UP_FENCE_GRACE_NS - since;
+}
+
+/*
  * Wait until @ready says so: spin for the end's budget, then sleep on @wl in
  * slices, watching the peers of @peer_role. Returns 0 when ready, -EPROTO
  * when broken, or a backend error. Exclusive on the end.
@@ -203,7 +252,7 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		e->spin_ns -= e->spin_ns / 8;
 
 	for (;;) {
-		uint64_t sc = 0, slice;
+		uint64_t sc = 0, slice, bound;
 		uint32_t s;
 
 		/* [wait] sc: seq before announcing; pairs with [wait] sc in
@@ -223,6 +272,9 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		atomic_store_explicit(&wl->pending, 0, memory_order_seq_cst);
 		atomic_fetch_add_explicit(&wl->nwait, 1, memory_order_seq_cst);
 		up__announce_mark(e, up__line_id(e, wl));
+		bound = up__wait_fence(e, wl);
+		if (slice > bound)
+			slice = bound < UP_WAIT_SLICE_MIN_NS ? UP_WAIT_SLICE_MIN_NS : bound;
 		r = ready(e);
 		if (r == 0)
 			r = up__sleep_begin(e, &wl->seq, true, &slice);

@@ -26,6 +26,7 @@
 
 #include "harness.h"
 #include "up_int.h"
+#include "ring.h"
 
 static uint32_t bias_of(struct up_pipe *p)
 {
@@ -526,6 +527,120 @@ static void unfenced_writer_passes_an_idle_owner(void)
 	up_pipe_release(p);
 }
 
+struct sleeper {
+	struct up_end *r;
+	char buf[16];
+	ssize_t got;
+	_Atomic pid_t tid;
+};
+
+static void *sleeper_main(void *arg)
+{
+	struct sleeper *sl = arg;
+
+	atomic_store(&sl->tid, (pid_t)syscall(SYS_gettid));
+	sl->got = up_read(sl->r, sl->buf, sizeof(sl->buf));
+	return NULL;
+}
+
+/*
+ * The lone writer grows len with a release store and no fence before its
+ * load of nwait; a reader about to sleep supplies the fence with one
+ * membarrier() (wait.c, up__wait_fence(); tests/model/wake.pml -DFENCED
+ * checks the handshake). Here: the fence is run while the writers' lock is
+ * biased, and only then (not for the writers' line, not once the writer
+ * has gone); and a reader asleep before the writer's merge is woken by it.
+ */
+static void sleeping_reader_fences_the_lone_writer(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	struct sleeper sl = { 0 };
+	pthread_t t;
+	uint64_t sc;
+	char buf[16];
+
+	need_membarrier();
+	p = pipe_rw(&r, &w);
+	CHECK_EQ(up_write(w, "0123456789", 10), 10);
+	CHECK_EQ(bias_of(p), w->lock_id);
+	read_exactly(r, buf, 10);
+	sc = r->c.syscalls;
+	CHECK_EQ(up__wait_fence(r, &p->ln->rd_wait), UINT64_MAX);
+	CHECK_EQ(r->c.syscalls, sc + 1); /* the barrier */
+	sc = w->c.syscalls;
+	CHECK_EQ(up__wait_fence(w, &p->ln->wr_wait), UINT64_MAX);
+	CHECK_EQ(w->c.syscalls, sc); /* writers' line: nothing to fence */
+
+	/* Asleep first, then the merge: the merge's wake finds it. */
+	sl.r = r;
+	CHECK(pthread_create(&t, NULL, sleeper_main, &sl) == 0);
+	harness_wait_asleep(&sl.tid);
+	CHECK(w->biased && w->last_ok); /* the short way, the release store */
+	CHECK_EQ(up_write(w, "abcdef", 6), 6);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK_EQ(sl.got, 6);
+	CHECK(memcmp(sl.buf, "abcdef", 6) == 0);
+
+	/* No bias, no fence: nobody publishes without one. */
+	up_close(w);
+	CHECK_EQ(bias_of(p), 0);
+	sc = r->c.syscalls;
+	CHECK_EQ(up__wait_fence(r, &p->ln->rd_wait), UINT64_MAX);
+	CHECK_EQ(r->c.syscalls, sc);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/*
+ * A reader whose process may not call membarrier() cannot fence the lone
+ * writer, so it says so at open (rd_wait.nofence, sticky), and writers
+ * then fence every len store; its sleeps for the next UP_FENCE_GRACE_NS
+ * (20 ms) are bounded, for a store issued before a writer saw the flag.
+ */
+static void reader_refused_membarrier_makes_writers_fence(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	pid_t pid;
+	int status;
+
+	need_membarrier();
+	p = pipe_rw(&r, &w);
+	CHECK_EQ(up_write(w, "x", 1), 1);
+	CHECK_EQ(bias_of(p), w->lock_id);
+	CHECK_EQ(atomic_load(&p->ln->rd_wait.nofence), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct up_pipe *q;
+		struct up_end *cr;
+		uint64_t sc = 0, b;
+
+		harness_close_inherited((struct up_end *[]){ r, w }, 2);
+		if (deny_membarrier() != 0 || up__membarrier(&sc) == 0)
+			_exit(10);
+		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, UP_RD, &cr) < 0)
+			_exit(1);
+		if (atomic_load(&q->ln->rd_wait.nofence) != 1)
+			_exit(2); /* said at open */
+		b = up__wait_fence(cr, &q->ln->rd_wait);
+		if (b == 0 || b > 20000000ull)
+			_exit(3); /* bounded by the grace */
+		up_close(cr);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 10)
+		SKIP("cannot install a seccomp filter here");
+	CHECK_EQ(WEXITSTATUS(status), 0);
+	CHECK_EQ(atomic_load(&p->ln->rd_wait.nofence), 1); /* sticky */
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 /* A writer process dies inside the critical section it entered through
  * the bias (a reservation left open): the next writer must not wait for
  * it for ever. */
@@ -948,5 +1063,7 @@ int main(int argc, char **argv)
 	RUN(exclusion_under_churn);
 	RUN(exclusion_under_churn_across_processes);
 	RUN(registers_at_open_not_in_the_first_write);
+	RUN(sleeping_reader_fences_the_lone_writer);
+	RUN(reader_refused_membarrier_makes_writers_fence);
 	return 0;
 }

@@ -109,25 +109,6 @@ static void *rd_thread(void *arg)
 	return NULL;
 }
 
-/* Thread @tid of this process is asleep ('S' in its stat). */
-static bool thread_asleep(pid_t tid)
-{
-	char path[64], buf[256], *s;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	f = fopen(path, "r");
-	if (!f)
-		return false; /* gone: the caller finds it done */
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	s = strrchr(buf, ')');
-	CHECK(s && s[1] == ' ');
-	return s[2] == 'S';
-}
-
 /*
  * Reader A holds a peek through the bias; reader B's blocking read must
  * take the bias back and then wait for A's consume, not read beside it: B
@@ -161,7 +142,7 @@ static void second_reader_waits_for_a_peek(void)
 	j.want = 10;
 	CHECK(pthread_create(&t, NULL, rd_thread, &j) == 0);
 	for (i = 0; i < 200000 && !atomic_load(&j.done) &&
-		    !(atomic_load(&j.tid) && thread_asleep(j.tid));
+		    !(atomic_load(&j.tid) && harness_tid_state(j.tid) == 'S');
 	     i++)
 		sched_yield();
 	CHECK_EQ(atomic_load(&j.done), 0); /* it read beside A's peek */

@@ -85,6 +85,9 @@ check wake_w2_i1          wake.pml pass -DNR=2 -DNW=2 -DITEMS=1
 check wake_w1_i3          wake.pml pass -DNR=2 -DNW=1 -DITEMS=3
 check wake_w2_i1_BROKEN   wake.pml fail -DNR=2 -DNW=2 -DITEMS=1 -DBROKEN
 check wake_w1_i3_BROKEN   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DBROKEN
+# The sleeper's membarrier() makes the buffered progress store safe again
+# (the lone writer's release store of len, with a fencing sleeper).
+check wake_w1_i3_FENCED   wake.pml pass -DNR=2 -DNW=1 -DITEMS=3 -DBROKEN -DFENCED
 # Mutants 1 and 2 lose a wake of data; with the writers closing, the close's
 # wake for all repairs that before the end, so they are checked below, with
 # the writers staying open.
@@ -93,12 +96,15 @@ check wake_mutant6        wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DMUTANT=6
 echo "== the same, writers staying open (NOCLOSE): no data left asleep"
 check wake_open_w2_i1     wake.pml pass -DNR=2 -DNW=2 -DITEMS=1 -DNOCLOSE
 check wake_open_w1_i3     wake.pml pass -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE
+check wake_open_BROKEN    wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DBROKEN
+check wake_open_FENCED    wake.pml pass -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DBROKEN -DFENCED
 check wake_open_mutant1   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=1
 check wake_open_mutant2   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=2
 check wake_open_mutant4   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=4
 check wake_open_mutant5   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=5
 if [ "${MODEL_BIG:-0}" = 1 ]; then
 	check wake_w2_i2      wake.pml pass -DNR=2 -DNW=2 -DITEMS=2
+	check wake_w2_i1_FENCED wake.pml pass -DNR=2 -DNW=2 -DITEMS=1 -DBROKEN -DFENCED
 fi
 echo "== publish protocol (core/writer.c, core/reader.c): merge vs retire"
 check publish_s2_p2_b5    publish.pml pass

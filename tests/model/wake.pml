@@ -11,6 +11,13 @@
  *                               the waker's load of nwait (store buffering:
  *                               what a release store, or a missing fence,
  *                               allows on x86-TSO and on arm64)
+ *   spin -DBROKEN -DFENCED ...  the same stores, with the sleeper running
+ *                               membarrier() between its announcement and
+ *                               its re-check (wait.c, up__wait_fence()):
+ *                               every writer's buffer is drained at once,
+ *                               as a full barrier on every CPU does. The
+ *                               lone writer's release store of len relies
+ *                               on this (writer.h, up__merge_close()).
  *
  * Checked (pan -DSAFETY): no invalid end state, i.e. the run never stops
  * with a reader blocked in futex_wait; the readers leave only at end of
@@ -109,6 +116,28 @@ end_idle:
 	   }
 	od
 }
+/* membarrier(): every writer's buffer drained, in one step. */
+inline membarrier()
+{
+	atomic {
+		i = 0;
+		do
+		:: i < NW ->
+			do
+			:: nempty(sb[i]) ->
+				sb[i]?k_;
+				if
+				:: k_ == 0 -> prog[i]++
+				:: else -> writers--
+				fi
+			:: empty(sb[i]) -> break
+			od;
+			i++
+		:: else -> break
+		od;
+		i = 0
+	}
+}
 #else
 #define STORE_PUB(w)   prog[w]++
 #define STORE_CLOSE(w) writers--
@@ -191,7 +220,7 @@ end_mon:
 proctype Reader(byte id)
 {
 	byte s;
-	bit wsnap, got, r, old;
+	bit wsnap, got, r, old, k_;
 	byte spur = 0, i;
 
 read:	/* up__ring_read(): load writers, then read under the lock */
@@ -237,6 +266,9 @@ sleep:	/* wait_ready() after the spin phase */
 	nwait++;
 #else
 	nwait++;
+#if defined(BROKEN) && defined(FENCED)
+	membarrier();
+#endif
 	r = READY;
 #endif
 	if

@@ -143,6 +143,7 @@ static int own_description(struct up_pipe *p)
 int up_open(struct up_pipe *p, int flags, struct up_end **out)
 {
 	struct up_end *e;
+	uint64_t sc = 0;
 	uint32_t st = 0;
 	int dir, r;
 
@@ -181,26 +182,16 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		goto err_free;
 	}
 	e->pid = getpid();
-	{
-		uint64_t sc = 0;
-
-		/* An end's process registers for membarrier(2) here, once,
-		 * rather than in its first call: the registration waits for an
-		 * RCU grace period, milliseconds, which the first write paid
-		 * holding the writers' lock, on the first message's latency. A
-		 * refusal is remembered; the end then never biases its lock
-		 * (fence.c), and a reader says so to the writers at once, so
-		 * that they fence their stores for it (wait.c,
-		 * up__wait_fence()). */
-		if (!up__membarrier_registered(e->pid, &sc) && dir == UP_RD) {
-			e->nofence_ns = up__now_ns();
-			/* [wait] sc: sticky, before any sleep of ours; pairs
-			 * with [wait] mb in up__merge_close(), whose look at
-			 * it is bounded by the grace (wait.c). */
-			atomic_store_explicit(&p->ln->rd_wait.nofence, 1, memory_order_seq_cst);
-		}
-		up__count(&e->c.syscalls, sc);
-	}
+	/* An end's process registers for membarrier(2) here, once, rather
+	 * than in its first call: the registration waits for an RCU grace
+	 * period, milliseconds, which the first write paid holding the
+	 * writers' lock, on the first message's latency. A refusal is
+	 * remembered; the end then never biases its lock (fence.c), and a
+	 * reader says so to the writers at once, so that they fence their
+	 * stores for it (wait.c, up__wait_fence()). */
+	if (!up__membarrier_registered(e->pid, &sc) && dir == UP_RD)
+		up__nofence_mark(e);
+	up__count(&e->c.syscalls, sc);
 	e->pidns = up__live_pidns();
 	e->live_ns = up__coarse_ns(); /* the first check is a slice away */
 	r = own_description(p);

@@ -200,6 +200,17 @@ static uint64_t slice_left(struct up_end *e)
  */
 #define UP_FENCE_GRACE_NS 20000000ull /* 20 ms */
 
+/* Reader @e's process may not call membarrier(): say so in rd_wait.nofence
+ * (sticky), from now (the grace runs from here). */
+void up__nofence_mark(struct up_end *e)
+{
+	e->nofence_ns = up__now_ns();
+	/* [wait] sc: sticky, before any sleep that relies on it; pairs with
+	 * [wait] mb in up__merge_close(), whose look at it is bounded by the
+	 * grace. */
+	atomic_store_explicit(&e->p->ln->rd_wait.nofence, 1, memory_order_seq_cst);
+}
+
 uint64_t up__wait_fence(struct up_end *e, struct up_shm_wait *wl)
 {
 	struct up_pipe *p = e->p;
@@ -218,11 +229,7 @@ uint64_t up__wait_fence(struct up_end *e, struct up_shm_wait *wl)
 			up__count(&e->c.syscalls, sc);
 			return UINT64_MAX;
 		}
-		e->nofence_ns = up__now_ns();
-		/* [wait] sc: sticky; pairs with [wait] mb in
-		 * up__merge_close(), whose look at it is bounded by the
-		 * grace. */
-		atomic_store_explicit(&wl->nofence, 1, memory_order_seq_cst);
+		up__nofence_mark(e);
 	}
 	up__count(&e->c.syscalls, sc);
 	since = up__now_ns() - e->nofence_ns;

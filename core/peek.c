@@ -89,6 +89,16 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 			return up__proto_error(p);
 		if (len == off)
 			continue;
+		if (got == 0 && !(fin && t == rd->fin_t)) {
+			/* Keep the first slot shown, as a read cut short in it
+			 * does (reader.c), for up_consume()'s short way and the
+			 * next peek's. */
+			rd->fin_t = t;
+			rd->fin_pg = pg;
+			rd->fin_len = len;
+			rd->fin_last = t + 1 == h;
+			rd->fin_valid = true;
+		}
 		base = up__page_ptr(p, pg) + off;
 		if (spans > 0 && (unsigned char *)iov[spans - 1].iov_base +
 					 iov[spans - 1].iov_len == base) {

@@ -22,7 +22,12 @@
  * filled the caller's buffer, so that a reader of 100-byte messages that
  * keeps up with a writer of them coalesces too. A read cut short with data
  * left is behind the writer: it neither counts nor ends the streak, and the
- * next call reads on without a coalescing wait (up__coalesce()). The streak
+ * next call reads on without a coalescing wait (up__coalesce()), unless all
+ * it left is in the page the writer appends to: a reader that keeps up with
+ * a writer of messages would otherwise take them one by one from that page
+ * (a zero-copy reader of 100-byte messages did so in two of three peeks),
+ * each costing the writer a miss on the lines just loaded. That one waits
+ * as a caught-up one does. The streak
  * ends when the writer shows it is not streaming: the reader had to sleep
  * for data, a coalescing wait ran out, or a non-blocking read found nothing.
  * A short spin for data does not end it: a reader that catches up with a
@@ -31,7 +36,8 @@
  * wait, never coalesces.
  *
  * The kept slot. A read cut short inside a slot keeps that slot's page and
- * the len it loaded in the end; the next read of this end takes them from
+ * the len it loaded in the end, as a peek does for the first slot it shows
+ * (peek.c); the next read or peek of this end takes them from
  * there instead of loading the slot, whose line the writer keeps storing to
  * while it fills this slot or a neighbouring one (four to a line). So a
  * reader of small messages behind a writer touches no line the writer
@@ -249,8 +255,10 @@ bool up__coalesce(struct up_end *rd)
 
 	if (rd->streak < UP_STREAK_MIN)
 		return false;
-	if (!rd->caught)
-		return true; /* data is left from the last call: no wait */
+	/* Data is left from the last call: no wait, unless all of it is in the
+	 * page the writer appends to. */
+	if (!rd->caught && !(rd->fin_valid && rd->fin_last))
+		return true;
 	t0 = up__now_ns();
 	for (i = 0;; i++) {
 		/* relaxed: a hint; up__read_locked() loads head again with

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "ring.h"
 #include "up_int.h"
 
 /* Writes and reads of 100 bytes, one at a time: each read finds its data
@@ -353,6 +354,71 @@ static void coalescing_short_ways_leave_the_writers_page(void)
 	up_close(e[0]);
 }
 
+/*
+ * A coalescing reader that left data only in the page the writer appends to
+ * waits for that page to be published past (up__coalesce()) instead of
+ * taking the next message from it at once; data left in a page the writer
+ * has moved past is taken without a wait.
+ */
+static void coalescing_waits_out_the_writers_page(void)
+{
+	char msg[3000], buf[100];
+	struct up_end *e[2];
+
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = (char)('A' + i % 26);
+	CHECK_OK(up_pipe2(e, NULL));
+	CHECK_EQ(up_write(e[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
+	CHECK_EQ(up_read(e[0], buf, 100), 100);
+	CHECK(e[0]->fin_valid && e[0]->fin_last && !e[0]->caught);
+	/* All that is left is the writer's page: the wait runs out (nothing
+	 * moves head here) and ends the streak. */
+	e[0]->streak = UP_STREAK_MIN;
+	CHECK(!up__coalesce(e[0]));
+	CHECK_EQ(e[0]->streak, 0);
+	/* The writer moves past it (its next write needs a page of its
+	 * own): the page left part-read is final, taken without a wait. */
+	CHECK_EQ(up_write(e[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
+	e[0]->streak = UP_STREAK_MIN;
+	CHECK(up__coalesce(e[0]));
+	CHECK_EQ(e[0]->streak, UP_STREAK_MIN);
+	CHECK_EQ(up_read(e[0], buf, 100), 100);
+	CHECK(memcmp(buf, msg + 100, 100) == 0);
+	CHECK(!e[0]->fin_last);
+	CHECK(up__coalesce(e[0]));
+	CHECK_EQ(e[0]->streak, UP_STREAK_MIN);
+	up_close(e[1]);
+	up_close(e[0]);
+}
+
+/* A peek that walks the slots keeps the first one it shows, as a read cut
+ * short in it does, so that up_consume() and the next peek take their short
+ * ways. */
+static void a_general_peek_keeps_its_first_slot(void)
+{
+	char msg[1000];
+	struct iovec iov[4];
+	struct up_end *e[2];
+	int cnt = 4;
+
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = (char)('k' + i % 7);
+	CHECK_OK(up_pipe2(e, NULL));
+	CHECK_EQ(up_write(e[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
+	CHECK(!e[0]->fin_valid);
+	CHECK_EQ(up_peek(e[0], iov, &cnt), (ssize_t)sizeof(msg));
+	CHECK(e[0]->fin_valid && e[0]->fin_last);
+	CHECK_EQ(e[0]->fin_len, sizeof(msg));
+	CHECK_OK(up_consume(e[0], 100));
+	/* The short ways: the rest of the kept slot, and no streak step. */
+	cnt = 4;
+	CHECK_EQ(up_peek(e[0], iov, &cnt), (ssize_t)sizeof(msg) - 100);
+	CHECK(memcmp(iov[0].iov_base, msg + 100, sizeof(msg) - 100) == 0);
+	CHECK_OK(up_consume(e[0], sizeof(msg) - 100));
+	up_close(e[1]);
+	up_close(e[0]);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -362,5 +428,7 @@ int main(int argc, char **argv)
 	RUN(a_sleep_ends_the_streak);
 	RUN(down_copy_keeps_every_byte);
 	RUN(coalescing_short_ways_leave_the_writers_page);
+	RUN(coalescing_waits_out_the_writers_page);
+	RUN(a_general_peek_keeps_its_first_slot);
 	return 0;
 }

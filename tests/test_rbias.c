@@ -346,8 +346,18 @@ static void *reader_a(void *arg)
 		return NULL;
 	}
 	atomic_fetch_add(&s->opened, 1);
-	while ((k = take_record(s, r)) > 0)
-		;
+	for (uint32_t got = 0; (k = take_record(s, r)) > 0; got++) {
+		/* A quarter in, A stands aside (holding no lock, its bias
+		 * still set) until B has taken records: B's every take then
+		 * has to take the bias back from A, whatever the scheduler
+		 * does. Bounded: B that never gets a record fails the test. */
+		if (got == NREC / 4) {
+			double until = harness_now() + 20.0;
+
+			while (atomic_load(&s->b_taken) < 10 && harness_now() < until)
+				sched_yield();
+		}
+	}
 	if (k < 0)
 		atomic_fetch_add(&s->bad, 1);
 	up_close(r);

@@ -58,7 +58,7 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 	off = up__pos_off(pos);
 	t = up__pos_tail(pos);
 	fin = rd->fin_valid && !rd->fin_last && up__pos_own(rd);
-	/* [head] acq: pairs with [head] rel in up__publish(). */
+	/* [head] acq: pairs with [head] rel in up__progress_store(). */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
 	if (h - t > p->g.slot_count)
 		return up__proto_error(p);
@@ -81,7 +81,7 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 		} else {
 			/* relaxed: ordered by the [head] acquire above. */
 			pg = atomic_load_explicit(&s->page, memory_order_relaxed);
-			/* [len] acq: pairs with [len] rel in up__merge_close(). */
+			/* [len] acq: pairs with [len] rel in up__progress_store(). */
 			len = atomic_load_explicit(&s->len, memory_order_acquire);
 		}
 		if (pg >= p->g.page_count || !up__page_in_ring(p, pg) || len > p->g.page_size ||
@@ -234,12 +234,12 @@ static ssize_t consume_avail(struct up_end *rd, size_t n)
 		return -EPROTO;
 	t = up__pos_tail(pos);
 	off = up__pos_off(pos);
-	/* [head] acq: pairs with [head] rel in up__publish(). */
+	/* [head] acq: pairs with [head] rel in up__progress_store(). */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
 	if (h - t > p->g.slot_count)
 		return up__proto_error(p);
 	for (; t != h && avail < n; t++, off = 0) {
-		/* [len] acq: pairs with [len] rel in up__merge_close(). */
+		/* [len] acq: pairs with [len] rel in up__progress_store(). */
 		uint32_t len = atomic_load_explicit(&up__slot_at(p, t)->len, memory_order_acquire);
 
 		if (len > p->g.page_size || off > len)

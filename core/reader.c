@@ -110,7 +110,7 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 	 * reader stored a position since this end did (bias, ring.h). */
 	fin = rd->fin_valid && !rd->fin_last && up__pos_own(rd);
 	/* [head] acq: slots [t, h) are filled; pairs with [head] rel in
-	 * up__publish(). */
+	 * up__progress_store(). */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
 	if (h - t > p->g.slot_count)
 		return up__proto_error(p);
@@ -155,7 +155,7 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 		}
 		for (;;) {
 			/* [len] acq: bytes below len are written; pairs with
-			 * [len] rel in up__merge_close(). */
+			 * [len] rel in up__progress_store(). */
 			len = atomic_load_explicit(&s->len, memory_order_acquire);
 			if (len > ps || off > len) {
 				r = -EPROTO;
@@ -186,7 +186,7 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 			/* The last slot: has a later slot appeared since? Then a
 			 * final merge into this one may have landed before it:
 			 * re-read len after this head load.
-			 * [head] acq: pairs with [head] rel in up__publish(). */
+			 * [head] acq: pairs with [head] rel in up__progress_store(). */
 			h = atomic_load_explicit(&p->ln->prod.head, memory_order_acquire);
 			if (h - t > p->g.slot_count) {
 				r = -EPROTO;

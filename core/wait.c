@@ -30,14 +30,14 @@ int up__rd_ready(struct up_end *r)
 	uint64_t pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_seq_cst);
 
 	t = up__pos_tail(pos);
-	/* [wait] sc: re-check; pairs with [wait] sc in up__publish(). */
+	/* [wait] sc: re-check; pairs with [wait] sc in up__progress_store(). */
 	h = atomic_load_explicit(&p->ln->prod.head, memory_order_seq_cst);
 	if (h - t >= 2)
 		return 1;
 	if (h - t == 1) {
 		struct up_shm_slot *s = up__slot_at(p, t);
 
-		/* [wait] sc: re-check; pairs with [wait] sc in up__merge_close(). */
+		/* [wait] sc: re-check; pairs with [wait] sc in up__progress_store(). */
 		if (up__pos_off(pos) < atomic_load_explicit(&s->len, memory_order_seq_cst))
 			return 1;
 	}
@@ -206,7 +206,7 @@ void up__nofence_mark(struct up_end *e)
 {
 	e->nofence_ns = up__now_ns();
 	/* [wait] sc: sticky, before any sleep that relies on it; pairs with
-	 * [wait] mb in up__merge_close(), whose look at it is bounded by the
+	 * [wait] mb in up__progress_store(), whose look at it is bounded by the
 	 * grace. */
 	atomic_store_explicit(&e->p->ln->rd_wait.nofence, 1, memory_order_seq_cst);
 }
@@ -225,7 +225,7 @@ uint64_t up__wait_fence(struct up_end *e, struct up_shm_wait *wl)
 		return UINT64_MAX;
 	if (e->nofence_ns == 0) {
 		if (up__membarrier_registered(e->pid, &sc) && up__membarrier(&sc) == 0) {
-			/* [wait] mb: pairs with [wait] mb in up__merge_close(). */
+			/* [wait] mb: pairs with [wait] mb in up__progress_store(). */
 			up__count(&e->c.syscalls, sc);
 			return UINT64_MAX;
 		}

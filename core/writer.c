@@ -200,10 +200,10 @@ int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, u
 		atomic_store_explicit(&s->page, pages[i], memory_order_relaxed);
 		atomic_store_explicit(&s->len, lens[i], memory_order_relaxed);
 	}
-	/* [head] rel: slots [h, h+n) before head; pairs with [head] acq in
-	 * up__read_locked(), peek_locked() and consume_avail(). Also [wait]
-	 * sc: the progress store; pairs with [wait] sc in up__rd_ready(). */
-	atomic_store_explicit(&p->ln->prod.head, h + n, memory_order_seq_cst);
+	/* Slots [h, h+n) before head: [head] rel, and the [wait] handshake
+	 * with a sleeping reader, in up__progress_store(). A full fence here
+	 * drained the store buffer of the whole page's stores, once a page. */
+	up__progress_store(w, &p->ln->prod.head, h + n);
 	last_keep(w, h + n, pages[n - 1], lens[n - 1]);
 	up__wlock_drop(w);
 	up__wake_line(w, &p->ln->rd_wait, 1);

@@ -31,39 +31,49 @@ static inline void up__resv_fill_end(struct up_end *w)
 	}
 }
 
-/* Publish the merged bytes by growing @s's len to @len; drop the lock. */
-static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
+/*
+ * The writers' progress store, the one a sleeping reader waits for: @v into
+ * @word (a slot's len, grown by a merge, or head, moved by a publish), with
+ * the writers' lock held. The lone writer (the bias ours, so our process is
+ * registered for membarrier) stores with release: the store and the nwait
+ * load in up__wake_line() after it may pass each other, and a reader
+ * announcing itself meanwhile supplies the fence with membarrier() before
+ * its re-check (wait.c, up__wait_fence(); tests/model/wake.pml -DBROKEN
+ * -DFENCED). Unless a reader that may not call it has opened (nofence):
+ * then the store is sequentially consistent, the fence on our side.
+ * relaxed: nofence is sticky; a reader setting it covers the stores before
+ * we see it by a grace period (up__wait_fence()).
+ */
+static inline void up__progress_store(struct up_end *w, _Atomic uint32_t *word, uint32_t v)
 {
-	struct up_shm_wait *wl = &w->p->ln->rd_wait;
-
-	/*
-	 * The lone writer (the bias ours, so our process is registered for
-	 * membarrier) grows len with a plain release store: the store and the
-	 * nwait load in up__wake_line() below may pass each other, and a
-	 * reader announcing itself meanwhile supplies the fence with
-	 * membarrier() before its re-check (wait.c, up__wait_fence();
-	 * tests/model/wake.pml -DBROKEN -DFENCED). Unless a reader that may
-	 * not call it has opened (nofence): then the full fence here.
-	 * relaxed: nofence is sticky; a reader setting it covers the stores
-	 * before we see it by a grace period (up__wait_fence()).
-	 */
-	if (w->biased && atomic_load_explicit(&wl->nofence, memory_order_relaxed) == 0) {
-		/* [len] rel: the bytes below len before the new len; pairs with
-		 * [len] acq in up__read_locked() and peek_locked(). Also
-		 * [wait] mb: the progress store; pairs with [wait] mb in
-		 * up__wait_fence(). */
-		atomic_store_explicit(&s->len, len, memory_order_release);
+	/* relaxed: nofence is sticky (above). */
+	if (w->biased &&
+	    atomic_load_explicit(&w->p->ln->rd_wait.nofence, memory_order_relaxed) == 0) {
+		/* [len] rel: the bytes below a slot's new len; pairs with
+		 * [len] acq in up__read_locked() and peek_locked(). [head]
+		 * rel: the slots below the new head; pairs with [head] acq in
+		 * up__read_locked(). Also [wait] mb: the progress store; pairs
+		 * with [wait] mb in up__wait_fence(). */
+		atomic_store_explicit(word, v, memory_order_release);
 		/* [wait] mb: a compiler barrier only, keeping the store before
 		 * the nwait load in the code; pairs with [wait] mb in
 		 * up__wait_fence(), the barrier that orders them on the CPU. */
 		atomic_signal_fence(memory_order_seq_cst);
 	} else
-		/* [len] rel, as above. Also [wait] sc: the progress store;
-		 * pairs with [wait] sc in up__rd_ready(). */
-		atomic_store_explicit(&s->len, len, memory_order_seq_cst);
+		/* [len] rel: pairs with [len] acq in up__read_locked(). [head]
+		 * rel: pairs with [head] acq in up__read_locked(). Also [wait]
+		 * sc: the progress store; pairs with [wait] sc in
+		 * up__rd_ready(). */
+		atomic_store_explicit(word, v, memory_order_seq_cst);
+}
+
+/* Publish the merged bytes by growing @s's len to @len; drop the lock. */
+static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
+{
+	up__progress_store(w, &s->len, len);
 	w->last_len = len;
 	up__wlock_drop(w);
-	up__wake_line(w, wl, 1);
+	up__wake_line(w, &w->p->ln->rd_wait, 1);
 }
 
 /* The lone writer's copy of the last slot (writer.c, last_keep()) still

@@ -582,6 +582,30 @@ static void sleeping_reader_fences_the_lone_writer(void)
 	CHECK_EQ(sl.got, 6);
 	CHECK(memcmp(sl.buf, "abcdef", 6) == 0);
 
+	/* Asleep first, then a publish of a new page (head, stored with
+	 * release as well): woken by it, not by the end of its slice. */
+	{
+		size_t room = up_page_size(p) - 16;
+		char *fill = calloc(1, room);
+		uint64_t slices;
+
+		CHECK(fill != NULL);
+		CHECK_EQ(up_write(w, fill, room), (ssize_t)room); /* the page is full */
+		read_exactly(r, fill, room);
+		free(fill);
+		memset(&sl, 0, sizeof(sl));
+		sl.r = r;
+		slices = r->c.timeouts;
+		CHECK(pthread_create(&t, NULL, sleeper_main, &sl) == 0);
+		harness_wait_asleep(&sl.tid);
+		CHECK(w->biased && w->last_ok && w->last_len == up_page_size(p));
+		CHECK_EQ(up_write(w, "ghijkl", 6), 6);
+		CHECK(pthread_join(t, NULL) == 0);
+		CHECK_EQ(sl.got, 6);
+		CHECK(memcmp(sl.buf, "ghijkl", 6) == 0);
+		CHECK_EQ(r->c.timeouts, slices);
+	}
+
 	/* No bias, no fence: nobody publishes without one. */
 	up_close(w);
 	CHECK_EQ(bias_of(p), 0);

@@ -212,6 +212,10 @@ struct row {
 	uint64_t every[T_COUNT];
 	struct up_stats st[MAX_REPEAT];
 	bool have_st[MAX_REPEAT];
+	/* A cache line's round trip between the pinned CPUs (ns), before each
+	 * round and after the last (bench_line_rtt_ns()); 0: not measured. */
+	double rtt_ns[MAX_REPEAT + 1];
+	unsigned nrtt;
 };
 
 /* One run configuration (writers x readers) and its rows. */
@@ -375,6 +379,10 @@ void bench_report_check(const char *path);
 void bench_machine_probe(struct bench_machine *m, int argc, char *const *argv);
 /* After bench_probe(): *m into env->mach, with the backend and pinning. */
 void bench_machine_env(struct env *env, const struct bench_machine *m);
+/* A cache line's round trip between env->cpu[0] and cpu[1], in ns, the
+ * calling thread pinned meanwhile; 0 without two CPUs or when the peer
+ * thread could not run. */
+double bench_line_rtt_ns(const struct env *env);
 
 /* ------------------------------------------------------- bench_pressure.c */
 

@@ -3,8 +3,16 @@
  * bench_machine.c - where and how `uringpipe-cat --bench` ran, for the
  * header of the table, the "machine" object of --json and the --report
  * page: a figure means little without the CPU, the kernel, the wake backend
- * and the exact command that gave it.
+ * and the exact command that gave it. And the phase the machine was in: a
+ * cache line's round trip between the two CPUs the runs are pinned to,
+ * measured before every round, since on a VM it moves several times over
+ * (the host places the two vCPUs near each other or far apart) and every
+ * message-sized figure moves with it.
  */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -117,4 +125,93 @@ void bench_machine_env(struct env *env, const struct bench_machine *m)
 	else
 		snprintf(env->mach.pinning, sizeof(env->mach.pinning),
 			 "not pinned (fewer than two CPUs allowed)");
+}
+
+/* The round trip: the line goes odd to the peer, even back; RTT_QUIT sends
+ * the peer home. */
+#define RTT_TRIPS 20000u
+#define RTT_QUIT  UINT32_MAX
+
+struct rtt_line {
+	_Alignas(64) _Atomic uint32_t word;
+	int cpu;
+};
+
+static bool pin_self(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET((size_t)cpu, &set);
+	return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
+}
+
+/* Wait for @want in the line, or RTT_QUIT, or (every 4096 looks) until
+ * @until_ns has passed; true for @want. */
+static bool rtt_wait(struct rtt_line *l, uint32_t want, uint64_t until_ns)
+{
+	for (uint32_t n = 1;; n++) {
+		/* [rtt] acq: the trip's turn; pairs with [rtt] rel in
+		 * rtt_pass(). */
+		uint32_t v = atomic_load_explicit(&l->word, memory_order_acquire);
+
+		if (v == want)
+			return true;
+		if (v == RTT_QUIT || ((n & 4095) == 0 && now_ns() > until_ns))
+			return false;
+	}
+}
+
+static void rtt_pass(struct rtt_line *l, uint32_t v)
+{
+	/* [rtt] rel: pairs with [rtt] acq in rtt_wait(). */
+	atomic_store_explicit(&l->word, v, memory_order_release);
+}
+
+static void *rtt_peer(void *arg)
+{
+	struct rtt_line *l = arg;
+	uint64_t until = now_ns() + 2000000000ull;
+
+	if (!pin_self(l->cpu)) {
+		rtt_pass(l, RTT_QUIT);
+		return NULL;
+	}
+	for (uint32_t i = 1; i < 2 * RTT_TRIPS; i += 2) {
+		if (!rtt_wait(l, i, until))
+			return NULL;
+		rtt_pass(l, i + 1);
+	}
+	return NULL;
+}
+
+double bench_line_rtt_ns(const struct env *env)
+{
+	static struct rtt_line l;
+	uint64_t t0, t1, until;
+	bool ok = true;
+	cpu_set_t old;
+	pthread_t t;
+
+	if (env->cpu[0] < 0 || env->cpu[1] < 0 ||
+	    pthread_getaffinity_np(pthread_self(), sizeof(old), &old) != 0)
+		return 0;
+	atomic_init(&l.word, 0);
+	l.cpu = env->cpu[1];
+	if (!pin_self(env->cpu[0]) || pthread_create(&t, NULL, rtt_peer, &l) != 0) {
+		pthread_setaffinity_np(pthread_self(), sizeof(old), &old);
+		return 0;
+	}
+	t0 = now_ns();
+	until = t0 + 2000000000ull;
+	for (uint32_t i = 0; ok && i < 2 * RTT_TRIPS; i += 2) {
+		rtt_pass(&l, i + 1);
+		ok = rtt_wait(&l, i + 2, until);
+	}
+	t1 = now_ns();
+	if (!ok)
+		rtt_pass(&l, RTT_QUIT);
+	pthread_join(t, NULL);
+	pthread_setaffinity_np(pthread_self(), sizeof(old), &old);
+	return ok ? (double)(t1 - t0) / RTT_TRIPS : 0;
 }

@@ -86,7 +86,8 @@ static void json_row(const struct opts *o, const struct row *rw)
 {
 	double mk = median(rw->mbps[T_KERNEL], o->repeat);
 
-	printf("{\"size\":%" PRIu64, rw->size);
+	printf("{\"size\":%" PRIu64 ",\"line_rtt_ns\":", rw->size);
+	json_darr(rw->rtt_ns, rw->nrtt, 1);
 	for (int t = T_URING; t < T_COUNT; t++) {
 		printf(",\"%s\":", t == T_URING ? "ratio" : "ratio_zc");
 		if (mk > 0)
@@ -292,6 +293,29 @@ void bench_print_vs_note(const struct opts *o, const struct env *env)
 		       env->tcp_buf[0], env->tcp_buf[1], o->capacity);
 }
 
+/* The line round trips measured around a config's rounds, a line a size
+ * (none when nothing was measured: fewer than two CPUs). */
+static void print_rtt(const struct opts *o, const struct row *rows)
+{
+	bool any = false;
+
+	for (unsigned s = 0; s < o->nsizes; s++)
+		for (unsigned i = 0; i < rows[s].nrtt; i++)
+			any |= rows[s].rtt_ns[i] > 0;
+	if (!any)
+		return;
+	printf("line rtt ns (a cache line's round trip between the pinned CPUs), before each"
+	       " round\nand after the last:\n");
+	for (unsigned s = 0; s < o->nsizes; s++) {
+		char sb[32];
+
+		printf("%-5s", cat_size_label(rows[s].size, sb, sizeof(sb)));
+		for (unsigned i = 0; i < rows[s].nrtt; i++)
+			printf(i && i % 12 == 0 ? "\n      %.0f" : " %.0f", rows[s].rtt_ns[i]);
+		putchar('\n');
+	}
+}
+
 /* The table's column order: the kernel transports, then uringpipe's. */
 static const enum transport col_t[T_COUNT] = {T_KERNEL, T_PIPE_URING, T_VMSPLICE, T_UNIX, T_TCP,
 					      T_URING, T_URING_ZC};
@@ -339,6 +363,7 @@ void bench_print_table(const struct opts *o, const struct env *env, const struct
 		}
 		putchar('\n');
 	}
+	print_rtt(o, rows);
 	printf("\n%-12s %-5s %9s %9s %9s %12s %12s %12s\n", "transport", "size", "w p50 us",
 	       "w p99 us", "w max us", "syscalls/GiB", "reads/GiB", "writes/GiB");
 	for (unsigned s = 0; s < o->nsizes; s++) {
@@ -371,7 +396,8 @@ void bench_print_footer(const struct opts *o)
 	printf("  %s;\n  w = one write's latency (us): median over runs of p50/p99, max over"
 	       " runs;\n  syscalls: kernel transports = the read/write/vmsplice/io_uring_enter"
 	       " calls made,\n  uringpipe = up_stats().syscalls; every reader sums every byte"
-	       " it reads\n",
+	       " it reads;\n  line rtt: the machine's phase; message-sized figures move with"
+	       " it\n",
 	       o->bytes ? "bytes per run from --bytes" : "bytes per run calibrated per transport");
 }
 

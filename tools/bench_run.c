@@ -530,7 +530,8 @@ void bench_run_config(const struct opts *o, const struct env *env, struct row *r
 							: calibrate(o, env, (enum transport)t, size);
 		/* Alternating transports, so a slow phase of the machine hits
 		 * each of them. */
-		for (unsigned i = 0; i < o->repeat; i++)
+		for (unsigned i = 0; i < o->repeat; i++) {
+			rw->rtt_ns[rw->nrtt++] = bench_line_rtt_ns(env);
 			for (int t = 0; t < T_COUNT; t++) {
 				if (!o->on[t])
 					continue;
@@ -539,5 +540,7 @@ void bench_run_config(const struct opts *o, const struct env *env, struct row *r
 					exit(1);
 				record(rw, (enum transport)t, i, &r);
 			}
+		}
+		rw->rtt_ns[rw->nrtt++] = bench_line_rtt_ns(env);
 	}
 }

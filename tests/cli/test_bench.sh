@@ -31,6 +31,11 @@ for r in rows:
         assert r[t]["mbps_median"] > 0, (t, r[t])
         assert r[t]["verified_bytes"] >= 16 << 20
     assert abs(r["ratio"] - r["uringpipe"]["mbps_median"] / r["kernel"]["mbps_median"]) < 1e-3
+    # The machine's phase: a line round trip before the round and after it,
+    # each measured (pinned CPUs) and within reason for any machine.
+    if len(__import__("os").sched_getaffinity(0)) >= 2:
+        assert len(r["line_rtt_ns"]) == 2, r["line_rtt_ns"]
+        assert all(1 < x < 100000 for x in r["line_rtt_ns"]), r["line_rtt_ns"]
 PY
 	expect_eq "bench JSON content (sizes, transports, ratio)" "$?" 0
 fi
@@ -93,6 +98,10 @@ for t in ${vs//,/ } uringpipe uringpipe-zc; do
 	expect_grep "bench --vs: $t has a latency and calls line" \
 		"^$t  *4K  *[0-9.]*  *[0-9.]*  *[0-9.]*  *[0-9][0-9]*  *[0-9][0-9]*  *[0-9][0-9]*$" "$T/vs"
 done
+if [ "$(nproc)" -ge 2 ]; then
+	expect_grep "bench --vs: the line round trips, before the round and after it" \
+		'^4K  *[0-9][0-9]* [0-9][0-9]*$' "$T/vs"
+fi
 wide=$(awk 'length($0) > 100' "$T/vs" | wc -l)
 expect_eq "bench --vs: no line over 100 columns" "$wide" 0
 

@@ -304,14 +304,14 @@ static void print_rtt(const struct opts *o, const struct row *rows)
 			any |= rows[s].rtt_ns[i] > 0;
 	if (!any)
 		return;
-	printf("line rtt ns (a cache line's round trip between the pinned CPUs), before each"
-	       " round\nand after the last:\n");
+	printf("line rtt: a cache line's round trip between the pinned CPUs, before each round"
+	       " and after\nthe last\n");
 	for (unsigned s = 0; s < o->nsizes; s++) {
 		char sb[32];
 
-		printf("%-5s", cat_size_label(rows[s].size, sb, sizeof(sb)));
+		printf("line rtt ns at %s:", cat_size_label(rows[s].size, sb, sizeof(sb)));
 		for (unsigned i = 0; i < rows[s].nrtt; i++)
-			printf(i && i % 12 == 0 ? "\n      %.0f" : " %.0f", rows[s].rtt_ns[i]);
+			printf(i && i % 12 == 0 ? "\n  %.0f" : " %.0f", rows[s].rtt_ns[i]);
 		putchar('\n');
 	}
 }

@@ -100,7 +100,7 @@ for t in ${vs//,/ } uringpipe uringpipe-zc; do
 done
 if [ "$(nproc)" -ge 2 ]; then
 	expect_grep "bench --vs: the line round trips, before the round and after it" \
-		'^4K  *[0-9][0-9]* [0-9][0-9]*$' "$T/vs"
+		'^line rtt ns at 4K: [0-9][0-9]* [0-9][0-9]*$' "$T/vs"
 fi
 wide=$(awk 'length($0) > 100' "$T/vs" | wc -l)
 expect_eq "bench --vs: no line over 100 columns" "$wide" 0

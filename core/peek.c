@@ -163,6 +163,23 @@ static bool peek_small(struct up_end *rd, struct iovec *iov, int *iovcnt, size_t
 	return true;
 }
 
+size_t up__ring_peek_small(struct up_end *rd, struct iovec *iov, int *iovcnt)
+{
+	if (*iovcnt <= 0 || rd->peek_locked || !peek_small(rd, iov, iovcnt, rd->peek_want))
+		return 0;
+	return rd->peek_shown;
+}
+
+/* After a peek: @n bytes, fewer than it showed, that leave the kept slot
+ * live; the next fresh peek then wants @n (next_want()'s first case). */
+bool up__ring_consume_small(struct up_end *rd, size_t n)
+{
+	if (!rd->peek_locked || n == 0 || n >= rd->peek_shown || !consume_small(rd, n))
+		return false;
+	rd->peek_want = n;
+	return true;
+}
+
 ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 {
 	struct up_pipe *p = rd->p;
@@ -173,10 +190,9 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 
 	if (*iovcnt <= 0)
 		return -EINVAL;
-	/* A peek again under the held lock shows everything (see the top). */
+	/* A peek again under the held lock shows everything (see the top).
+	 * up__ring_peek_small() has tried the short way. */
 	want = rd->peek_locked ? 0 : rd->peek_want;
-	if (peek_small(rd, iov, iovcnt, want))
-		return (ssize_t)rd->peek_shown;
 	rd->deadline_ns = 0;
 	if (up__unlikely(rd->armed))
 		up__ring_disarm(rd);

@@ -457,6 +457,9 @@ ssize_t up_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
 		return -EBADF;
 	up__live_tick(w);
 	cap = *iovcnt;
+	n = (ssize_t)up__ring_reserve_small(w, len, iov, iovcnt);
+	if (n > 0)
+		return n;
 	n = up__ring_reserve(w, len, iov, iovcnt);
 	if (up__unlikely(n == -EAGAIN) && up__live_poll(w)) {
 		*iovcnt = cap;
@@ -471,6 +474,8 @@ int up_commit(struct up_end *w, size_t n)
 		return -EINVAL;
 	if (!(w->flags & UP_WR))
 		return -EBADF;
+	if (up__ring_commit_small(w, n))
+		return 0;
 	return up__ring_commit(w, n);
 }
 
@@ -484,6 +489,9 @@ ssize_t up_peek(struct up_end *r, struct iovec *iov, int *iovcnt)
 	if (!(r->flags & UP_RD))
 		return -EBADF;
 	cap = *iovcnt;
+	n = (ssize_t)up__ring_peek_small(r, iov, iovcnt);
+	if (n > 0)
+		return n;
 	n = up__ring_peek(r, iov, iovcnt);
 	if (up__unlikely(n == -EAGAIN) && up__live_poll(r)) {
 		*iovcnt = cap;
@@ -498,6 +506,8 @@ int up_consume(struct up_end *r, size_t n)
 		return -EINVAL;
 	if (!(r->flags & UP_RD))
 		return -EBADF;
+	if (up__ring_consume_small(r, n))
+		return 0;
 	return up__ring_consume(r, n);
 }
 

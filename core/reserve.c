@@ -124,6 +124,52 @@ static ssize_t resv_pages_give(struct up_end *w, size_t len, size_t want_pages,
 	return (ssize_t)bytes;
 }
 
+/*
+ * The lone writer's short way (see up__ring_write_small()): the room in the
+ * last page, keeping the rule below for a writer that has just joined: over
+ * half a page, a page of its own.
+ */
+size_t up__ring_reserve_small(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
+{
+	struct up_pipe *p = w->p;
+
+	if (len == 0 || *iovcnt <= 0)
+		return 0;
+	/* relaxed: a hint, as in up__ring_reserve(). */
+	if ((len <= p->g.page_size / 2 ||
+	     up__side_open(atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed)) == 1) &&
+	    up__short_enter(w, len))
+		return (size_t)resv_merge_give(w, len, iov, iovcnt, w->last_head, w->last_pg,
+					       w->last_len);
+	return 0;
+}
+
+/*
+ * up_commit()'s short way: all or part of the lone writer's merge
+ * reservation, while the slot says what it said at up_reserve(). Anything
+ * else (an error to report included) is the general path's.
+ */
+bool up__ring_commit_small(struct up_end *w, size_t n)
+{
+	struct up_pipe *p = w->p;
+	struct up_shm_slot *s;
+
+	if (!w->resv_merge || !w->last_ok || n == 0 || n > w->resv_bytes)
+		return false;
+	s = up__slot_at(p, w->resv_head - 1);
+	/* relaxed: written only under the lock we hold. [wait] sc: the
+	 * EPIPE edge; pairs with [wait] sc in up__side_leave(). */
+	if (atomic_load_explicit(&s->len, memory_order_relaxed) != w->resv_len ||
+	    up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst)))
+		return false;
+	w->resv_merge = false;
+	w->resv_bytes = 0;
+	up__merge_close(w, s, w->resv_len + (uint32_t)n);
+	up__count(&w->c.bytes_written, n);
+	up__count(&w->c.writes, 1);
+	return true;
+}
+
 ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
 {
 	struct up_pipe *p = w->p;
@@ -133,14 +179,6 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 
 	if (len == 0 || *iovcnt <= 0)
 		return -EINVAL;
-	/* The lone writer's short way (see up__ring_write_small()), keeping the
-	 * rule below for a writer that has just joined: over half a page, a
-	 * page of its own. relaxed: a hint, as below. */
-	if ((len <= ps / 2 ||
-	     up__side_open(atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed)) == 1) &&
-	    up__short_enter(w, len))
-		return resv_merge_give(w, len, iov, iovcnt, w->last_head, w->last_pg,
-				       w->last_len);
 	w->deadline_ns = 0; /* a new call: its timeout runs from its first sleep */
 	if (up__unlikely(w->armed))
 		up__ring_disarm(w);

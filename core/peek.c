@@ -22,7 +22,7 @@
  * does. A peek again before a consume walks everything: a caller that needs
  * more than it was shown sees all there is by asking twice.
  */
-#include "bias.h"
+#include "short.h"
 
 /*
  * A reader lets go of a peek without consuming (up_consume(0), a refused
@@ -119,65 +119,6 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 	rd->caught = caught || t == h;
 	*iovcnt = spans;
 	return (ssize_t)got;
-}
-
-/* up_consume()'s short way, after a peek: @n bytes that leave the slot
- * kept by this end live (up__fin_room()). True when done (the lock let go). */
-static bool consume_small(struct up_end *rd, size_t n)
-{
-	uint32_t off;
-
-	if (!rd->fin_valid || !up__fin_here(rd, &off) || !up__fin_room(rd, off, n))
-		return false;
-	/* [tail] rel: up__pos_store(); pairs with [tail] acq in
-	 * up__publish(). */
-	up__pos_store(rd, up__pos(rd->fin_t, off + (uint32_t)n));
-	up__peek_unlock(rd);
-	up__chain_wake(rd);
-	up__count(&rd->c.bytes_read, (uint64_t)n);
-	up__count(&rd->c.reads, 1);
-	return true;
-}
-
-/* A fresh peek's short way (see the top): the rest of the slot this
- * end keeps, when it holds @want bytes. Only the readers' lock (through the
- * bias, our own entry) and our position line are touched. True when taken (the lock then held). */
-static bool peek_small(struct up_end *rd, struct iovec *iov, int *iovcnt, size_t want)
-{
-	struct up_pipe *p = rd->p;
-	uint32_t off;
-
-	if (want == 0 || !up__fin_usable(rd) || rd->armed || up__is_broken(p) ||
-	    up__rlock_try(rd) < 0)
-		return false;
-	if (!up__fin_here(rd, &off) || rd->fin_len - off < want) {
-		up__rlock_drop(rd);
-		return false;
-	}
-	rd->peek_locked = true;
-	iov[0].iov_base = up__page_ptr(p, rd->fin_pg) + off;
-	iov[0].iov_len = rd->fin_len - off;
-	*iovcnt = 1;
-	rd->caught = false; /* data left: the streak stays as it is */
-	rd->peek_shown = iov[0].iov_len;
-	return true;
-}
-
-size_t up__ring_peek_small(struct up_end *rd, struct iovec *iov, int *iovcnt)
-{
-	if (*iovcnt <= 0 || rd->peek_locked || !peek_small(rd, iov, iovcnt, rd->peek_want))
-		return 0;
-	return rd->peek_shown;
-}
-
-/* After a peek: @n bytes, fewer than it showed, that leave the kept slot
- * live; the next fresh peek then wants @n (next_want()'s first case). */
-bool up__ring_consume_small(struct up_end *rd, size_t n)
-{
-	if (!rd->peek_locked || n == 0 || n >= rd->peek_shown || !consume_small(rd, n))
-		return false;
-	rd->peek_want = n;
-	return true;
 }
 
 ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
@@ -315,7 +256,7 @@ int up__ring_consume(struct up_end *rd, size_t n)
 	}
 	/* The message reader's case inline, the rest in next_want(). */
 	want = up__likely(n < rd->peek_shown) ? n : next_want(rd, n);
-	if (consume_small(rd, n)) {
+	if (up__consume_small(rd, n)) {
 		rd->peek_want = want;
 		return 0;
 	}

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "writer.h"
+#include "short.h"
 
 #define UP_IOV_MAX 1024
 
@@ -446,26 +446,47 @@ ssize_t up_read(struct up_end *r, void *buf, size_t len)
 	return n;
 }
 
+/* The general paths of up_reserve() and up_peek(), out of line: the entry
+ * points run the short ways (short.h) and tail-call these. */
+static __attribute__((noinline)) ssize_t reserve_general(struct up_end *w, size_t len,
+							 struct iovec *iov, int *iovcnt)
+{
+	int cap = *iovcnt;
+	ssize_t n = up__ring_reserve(w, len, iov, iovcnt);
+
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(w)) {
+		*iovcnt = cap;
+		n = up__ring_reserve(w, len, iov, iovcnt);
+	}
+	return n;
+}
+
+static __attribute__((noinline)) ssize_t peek_general(struct up_end *r, struct iovec *iov,
+						      int *iovcnt)
+{
+	int cap = *iovcnt;
+	ssize_t n = up__ring_peek(r, iov, iovcnt);
+
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(r)) {
+		*iovcnt = cap;
+		n = up__ring_peek(r, iov, iovcnt);
+	}
+	return n;
+}
+
 ssize_t up_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
 {
-	ssize_t n;
-	int cap;
+	size_t n;
 
 	if (!w || !iov || !iovcnt)
 		return -EINVAL;
 	if (!(w->flags & UP_WR))
 		return -EBADF;
 	up__live_tick(w);
-	cap = *iovcnt;
-	n = (ssize_t)up__ring_reserve_small(w, len, iov, iovcnt);
+	n = up__reserve_small(w, len, iov, iovcnt);
 	if (n > 0)
-		return n;
-	n = up__ring_reserve(w, len, iov, iovcnt);
-	if (up__unlikely(n == -EAGAIN) && up__live_poll(w)) {
-		*iovcnt = cap;
-		n = up__ring_reserve(w, len, iov, iovcnt);
-	}
-	return n;
+		return (ssize_t)n;
+	return reserve_general(w, len, iov, iovcnt);
 }
 
 int up_commit(struct up_end *w, size_t n)
@@ -474,30 +495,23 @@ int up_commit(struct up_end *w, size_t n)
 		return -EINVAL;
 	if (!(w->flags & UP_WR))
 		return -EBADF;
-	if (up__ring_commit_small(w, n))
+	if (up__commit_small(w, n))
 		return 0;
 	return up__ring_commit(w, n);
 }
 
 ssize_t up_peek(struct up_end *r, struct iovec *iov, int *iovcnt)
 {
-	ssize_t n;
-	int cap;
+	size_t n;
 
 	if (!r || !iov || !iovcnt)
 		return -EINVAL;
 	if (!(r->flags & UP_RD))
 		return -EBADF;
-	cap = *iovcnt;
-	n = (ssize_t)up__ring_peek_small(r, iov, iovcnt);
+	n = up__peek_small_entry(r, iov, iovcnt);
 	if (n > 0)
-		return n;
-	n = up__ring_peek(r, iov, iovcnt);
-	if (up__unlikely(n == -EAGAIN) && up__live_poll(r)) {
-		*iovcnt = cap;
-		n = up__ring_peek(r, iov, iovcnt);
-	}
-	return n;
+		return (ssize_t)n;
+	return peek_general(r, iov, iovcnt);
 }
 
 int up_consume(struct up_end *r, size_t n)
@@ -506,7 +520,7 @@ int up_consume(struct up_end *r, size_t n)
 		return -EINVAL;
 	if (!(r->flags & UP_RD))
 		return -EBADF;
-	if (up__ring_consume_small(r, n))
+	if (up__consume_small_entry(r, n))
 		return 0;
 	return up__ring_consume(r, n);
 }

@@ -14,23 +14,7 @@
  * free at once and the reservation is at most half a page; otherwise it
  * takes a page of its own, which never waits for another writer's fill.
  */
-#include "writer.h"
-
-/* Holding the writers' lock: hand out the @len bytes after @have in page @pg
- * of slot @head - 1 as the reservation. */
-static ssize_t resv_merge_give(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt,
-			       uint32_t head, uint32_t pg, uint32_t have)
-{
-	iov[0].iov_base = up__page_ptr(w->p, pg) + have;
-	iov[0].iov_len = len;
-	*iovcnt = 1;
-	w->resv_merge = true;
-	w->resv_bytes = len;
-	w->resv_head = head;
-	w->resv_pg = pg;
-	w->resv_len = have;
-	return (ssize_t)len;
-}
+#include "short.h"
 
 /*
  * A merge reservation (see the top of the file). Returns the bytes reserved,
@@ -48,7 +32,7 @@ static ssize_t reserve_merge(struct up_end *w, size_t len, struct iovec *iov, in
 	if (r <= 0)
 		return r;
 	/* relaxed: head is written only under the lock we hold. */
-	return resv_merge_give(w, len, iov, iovcnt,
+	return up__resv_merge_give(w, len, iov, iovcnt,
 			       w->last_ok ? w->last_head
 					  : atomic_load_explicit(&w->p->ln->prod.head,
 								 memory_order_relaxed),
@@ -122,52 +106,6 @@ static ssize_t resv_pages_give(struct up_end *w, size_t len, size_t want_pages,
 	w->resv_bytes = bytes;
 	*iovcnt = spans;
 	return (ssize_t)bytes;
-}
-
-/*
- * The lone writer's short way (see up__ring_write_small()): the room in the
- * last page, keeping the rule below for a writer that has just joined: over
- * half a page, a page of its own.
- */
-size_t up__ring_reserve_small(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
-{
-	struct up_pipe *p = w->p;
-
-	if (len == 0 || *iovcnt <= 0)
-		return 0;
-	/* relaxed: a hint, as in up__ring_reserve(). */
-	if ((len <= p->g.page_size / 2 ||
-	     up__side_open(atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed)) == 1) &&
-	    up__short_enter(w, len))
-		return (size_t)resv_merge_give(w, len, iov, iovcnt, w->last_head, w->last_pg,
-					       w->last_len);
-	return 0;
-}
-
-/*
- * up_commit()'s short way: all or part of the lone writer's merge
- * reservation, while the slot says what it said at up_reserve(). Anything
- * else (an error to report included) is the general path's.
- */
-bool up__ring_commit_small(struct up_end *w, size_t n)
-{
-	struct up_pipe *p = w->p;
-	struct up_shm_slot *s;
-
-	if (!w->resv_merge || !w->last_ok || n == 0 || n > w->resv_bytes)
-		return false;
-	s = up__slot_at(p, w->resv_head - 1);
-	/* relaxed: written only under the lock we hold. [wait] sc: the
-	 * EPIPE edge; pairs with [wait] sc in up__side_leave(). */
-	if (atomic_load_explicit(&s->len, memory_order_relaxed) != w->resv_len ||
-	    up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst)))
-		return false;
-	w->resv_merge = false;
-	w->resv_bytes = 0;
-	up__merge_close(w, s, w->resv_len + (uint32_t)n);
-	up__count(&w->c.bytes_written, n);
-	up__count(&w->c.writes, 1);
-	return true;
 }
 
 ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)

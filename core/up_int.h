@@ -256,13 +256,6 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 int up__ring_commit(struct up_end *w, size_t n);
 ssize_t up__ring_peek(struct up_end *r, struct iovec *iov, int *iovcnt);
 int up__ring_consume(struct up_end *r, size_t n);
-/* The short ways of the four, tried first: small functions that save few
- * registers, on a path the writer of messages runs bound by its stores.
- * Each returns 0 when the general one must run (nothing done). */
-size_t up__ring_reserve_small(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt);
-bool up__ring_commit_small(struct up_end *w, size_t n);
-size_t up__ring_peek_small(struct up_end *r, struct iovec *iov, int *iovcnt);
-bool up__ring_consume_small(struct up_end *r, size_t n);
 int up__ring_arm(struct up_end *e, bool locks, _Atomic uint32_t **word, uint32_t *expect);
 int up__ring_poll_arm(struct up_end *e);
 void up__ring_disarm(struct up_end *e);

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * short.h - the short ways of up_reserve(), up_commit(), up_peek() and
+ * up_consume(), inline into the API's entry points (pipe.c) and used by the
+ * general paths (reserve.c, peek.c) where they fit.
+ *
+ * A writer of messages is bound by its stores: an entry point that calls
+ * out to a general function saves four to six registers first, a store
+ * each, on every call. So the entry points run these inline and tail-call
+ * the general path only when they decline. Each does what the general path
+ * does in its case and leaves every other case, errors included, to it.
+ */
+#ifndef UP_CORE_SHORT_H
+#define UP_CORE_SHORT_H
+
+#include "writer.h"
+
+/* Holding the writers' lock: hand out the @len bytes after @have in page @pg
+ * of slot @head - 1 as the reservation. */
+static inline ssize_t up__resv_merge_give(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt,
+			       uint32_t head, uint32_t pg, uint32_t have)
+{
+	iov[0].iov_base = up__page_ptr(w->p, pg) + have;
+	iov[0].iov_len = len;
+	*iovcnt = 1;
+	w->resv_merge = true;
+	w->resv_bytes = len;
+	w->resv_head = head;
+	w->resv_pg = pg;
+	w->resv_len = have;
+	return (ssize_t)len;
+}
+
+/*
+ * The lone writer's short way (see up__ring_write_small()): the room in the
+ * last page, keeping up__ring_reserve()'s rule for a writer that has just
+ * joined: over half a page, a page of its own.
+ */
+static inline size_t up__reserve_small(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
+{
+	struct up_pipe *p = w->p;
+
+	if (len == 0 || *iovcnt <= 0)
+		return 0;
+	/* relaxed: a hint, as in up__ring_reserve(). */
+	if ((len <= p->g.page_size / 2 ||
+	     up__side_open(atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed)) == 1) &&
+	    up__short_enter(w, len))
+		return (size_t)up__resv_merge_give(w, len, iov, iovcnt, w->last_head, w->last_pg,
+					       w->last_len);
+	return 0;
+}
+
+/*
+ * up_commit()'s short way: all or part of the lone writer's merge
+ * reservation, while the slot says what it said at up_reserve(). Anything
+ * else (an error to report included) is the general path's.
+ */
+static inline bool up__commit_small(struct up_end *w, size_t n)
+{
+	struct up_pipe *p = w->p;
+	struct up_shm_slot *s;
+
+	if (!w->resv_merge || !w->last_ok || n == 0 || n > w->resv_bytes)
+		return false;
+	s = up__slot_at(p, w->resv_head - 1);
+	/* relaxed: written only under the lock we hold. [wait] sc: the
+	 * EPIPE edge; pairs with [wait] sc in up__side_leave(). */
+	if (atomic_load_explicit(&s->len, memory_order_relaxed) != w->resv_len ||
+	    up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst)))
+		return false;
+	w->resv_merge = false;
+	w->resv_bytes = 0;
+	up__merge_close(w, s, w->resv_len + (uint32_t)n);
+	up__count(&w->c.bytes_written, n);
+	up__count(&w->c.writes, 1);
+	return true;
+}
+
+/* A fresh peek's short way (peek.c, see its top): the rest of the slot this
+ * end keeps, when it holds @want bytes. Only the readers' lock (through the
+ * bias, our own entry) and our position line are touched. True when taken (the lock then held). */
+static inline bool up__peek_small(struct up_end *rd, struct iovec *iov, int *iovcnt, size_t want)
+{
+	struct up_pipe *p = rd->p;
+	uint32_t off;
+
+	if (want == 0 || !up__fin_usable(rd) || rd->armed || up__is_broken(p) ||
+	    up__rlock_try(rd) < 0)
+		return false;
+	if (!up__fin_here(rd, &off) || rd->fin_len - off < want) {
+		up__rlock_drop(rd);
+		return false;
+	}
+	rd->peek_locked = true;
+	iov[0].iov_base = up__page_ptr(p, rd->fin_pg) + off;
+	iov[0].iov_len = rd->fin_len - off;
+	*iovcnt = 1;
+	rd->caught = false; /* data left: the streak stays as it is */
+	rd->peek_shown = iov[0].iov_len;
+	return true;
+}
+
+/* up_peek()'s short way: a fresh peek whose want the kept slot holds. The
+ * bytes shown, or 0. */
+static inline size_t up__peek_small_entry(struct up_end *rd, struct iovec *iov, int *iovcnt)
+{
+	if (*iovcnt <= 0 || rd->peek_locked || !up__peek_small(rd, iov, iovcnt, rd->peek_want))
+		return 0;
+	return rd->peek_shown;
+}
+
+/* up_consume()'s short way, after a peek: @n bytes that leave the slot
+ * kept by this end live (up__fin_room()). True when done (the lock let go). */
+static inline bool up__consume_small(struct up_end *rd, size_t n)
+{
+	uint32_t off;
+
+	if (!rd->fin_valid || !up__fin_here(rd, &off) || !up__fin_room(rd, off, n))
+		return false;
+	/* [tail] rel: up__pos_store(); pairs with [tail] acq in
+	 * up__publish(). */
+	up__pos_store(rd, up__pos(rd->fin_t, off + (uint32_t)n));
+	up__peek_unlock(rd);
+	up__chain_wake(rd);
+	up__count(&rd->c.bytes_read, (uint64_t)n);
+	up__count(&rd->c.reads, 1);
+	return true;
+}
+
+/* up_consume()'s short way after a peek: @n bytes, fewer than it showed,
+ * that leave the kept slot live; the next fresh peek then wants @n (peek.c,
+ * next_want()'s first case). */
+static inline bool up__consume_small_entry(struct up_end *rd, size_t n)
+{
+	if (!rd->peek_locked || n == 0 || n >= rd->peek_shown || !up__consume_small(rd, n))
+		return false;
+	rd->peek_want = n;
+	return true;
+}
+
+#endif /* UP_CORE_SHORT_H */

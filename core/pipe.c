@@ -367,10 +367,21 @@ ssize_t up_writev(struct up_end *w, const struct iovec *iov, int iovcnt)
 	return n;
 }
 
-ssize_t up_write(struct up_end *w, const void *buf, size_t len)
+/* up_write()'s general path, out of line: the entry point runs the short
+ * way inline (short.h) and tail-calls this. */
+static __attribute__((noinline)) ssize_t write_general(struct up_end *w, const void *buf,
+						       size_t len)
 {
 	struct iovec v = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
-	ssize_t n;
+	ssize_t n = up__ring_write(w, &v, 1, len);
+
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(w))
+		n = up__ring_write(w, &v, 1, len);
+	return n;
+}
+
+ssize_t up_write(struct up_end *w, const void *buf, size_t len)
+{
 
 	if (!w)
 		return -EINVAL;
@@ -384,10 +395,7 @@ ssize_t up_write(struct up_end *w, const void *buf, size_t len)
 	/* The lone writer's small write, when it fits the last page. */
 	if (w->last_ok && len != 0 && up__ring_write_small(w, buf, len) == len)
 		return (ssize_t)len;
-	n = up__ring_write(w, &v, 1, len);
-	if (up__unlikely(n == -EAGAIN) && up__live_poll(w))
-		n = up__ring_write(w, &v, 1, len);
-	return n;
+	return write_general(w, buf, len);
 }
 
 /* A read found nothing: a reader's idle point. The peers are asked (a retry
@@ -424,10 +432,19 @@ ssize_t up_readv(struct up_end *r, const struct iovec *iov, int iovcnt)
 	return n;
 }
 
-ssize_t up_read(struct up_end *r, void *buf, size_t len)
+/* up_read()'s general path, out of line, as write_general(). */
+static __attribute__((noinline)) ssize_t read_general(struct up_end *r, void *buf, size_t len)
 {
 	struct iovec v = { .iov_base = buf, .iov_len = len };
-	ssize_t n;
+	ssize_t n = up__ring_read(r, &v, 1, len);
+
+	if (up__unlikely(n == -EAGAIN))
+		n = read_again(r, &v, 1, len);
+	return n;
+}
+
+ssize_t up_read(struct up_end *r, void *buf, size_t len)
+{
 
 	if (!r)
 		return -EINVAL;
@@ -440,10 +457,7 @@ ssize_t up_read(struct up_end *r, void *buf, size_t len)
 	/* A small read inside the slot this end is reading. */
 	if (r->fin_valid && len != 0 && up__ring_read_small(r, buf, len) == len)
 		return (ssize_t)len;
-	n = up__ring_read(r, &v, 1, len);
-	if (up__unlikely(n == -EAGAIN))
-		n = read_again(r, &v, 1, len);
-	return n;
+	return read_general(r, buf, len);
 }
 
 /* The general paths of up_reserve() and up_peek(), out of line: the entry

@@ -298,40 +298,6 @@ int up__read_idle(struct up_end *rd, uint32_t writers)
 	return r < 0 ? r : 1;
 }
 
-/*
- * up_read()'s short way: the reader takes @len bytes (not 0) from the slot
- * it left part-read (see the top), without retiring it. Only the
- * readers' lock (through the bias, our own entry), our own position line
- * and the data are touched; no
- * slot, no head, no coalescing. Returns the bytes taken, or 0: the general
- * path takes the read (the lock is busy, another reader moved the position,
- * the read would retire the slot or needs more than was seen, the end is
- * armed or mid-peek).
- */
-size_t up__ring_read_small(struct up_end *rd, void *buf, size_t len)
-{
-	struct up_pipe *p = rd->p;
-	uint32_t off;
-
-	if (!up__fin_usable(rd) || rd->armed || rd->peek_locked || up__is_broken(p) ||
-	    up__rlock_try(rd) < 0)
-		return 0;
-	if (!up__fin_here(rd, &off) || !up__fin_room(rd, off, len)) {
-		up__rlock_drop(rd);
-		return 0;
-	}
-	memcpy(buf, up__page_ptr(p, rd->fin_pg) + off, len);
-	/* [tail] rel: up__pos_store(); pairs with [tail] acq in
-	 * up__publish(). */
-	up__pos_store(rd, up__pos(rd->fin_t, off + (uint32_t)len));
-	up__rlock_drop(rd);
-	rd->caught = false; /* data left: the streak stays as it is */
-	up__chain_wake(rd);
-	up__count(&rd->c.bytes_read, len);
-	up__count(&rd->c.reads, 1);
-	return len;
-}
-
 ssize_t up__ring_read(struct up_end *rd, const struct iovec *iov, int iovcnt, size_t len)
 {
 	bool waited = false, whole;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * short.h - the short ways of up_reserve(), up_commit(), up_peek() and
- * up_consume(), inline into the API's entry points (pipe.c) and used by the
- * general paths (reserve.c, peek.c) where they fit.
+ * short.h - the short ways of up_write(), up_read(), up_reserve(),
+ * up_commit(), up_peek() and up_consume(), inline into the API's entry
+ * points (pipe.c) and used by the general paths (reserve.c, peek.c) where
+ * they fit.
  *
  * A writer of messages is bound by its stores: an entry point that calls
  * out to a general function saves four to six registers first, a store
@@ -13,7 +14,65 @@
 #ifndef UP_CORE_SHORT_H
 #define UP_CORE_SHORT_H
 
+#include <string.h>
+
 #include "writer.h"
+
+/*
+ * up_write()'s short way: the lone writer appends @len bytes (not 0) to the
+ * last page, which it knows has room without looking at the segment. The
+ * general path does the same through try_merge(), after an iovec cursor, a
+ * reservation check and a loop. Returns @len when done, or 0: the general
+ * path takes the write and finds whatever stopped this one.
+ */
+static inline size_t up__ring_write_small(struct up_end *w, const void *buf, size_t len)
+{
+	struct up_pipe *p = w->p;
+	uint32_t have = w->last_len;
+
+	if (!up__short_enter(w, len))
+		return 0;
+	memcpy(up__page_ptr(p, w->last_pg) + have, buf, len);
+	up__merge_close(w, up__slot_at(p, w->last_head - 1), have + (uint32_t)len);
+	up__count(&w->c.bytes_written, len);
+	up__count(&w->c.writes, 1);
+	return len;
+}
+
+/*
+ * up_read()'s short way: the reader takes @len bytes (not 0) from the slot
+ * it left part-read (reader.c, see its top), without retiring it. Only the
+ * readers' lock (through the bias, our own entry), our own position line
+ * and the data are touched; no
+ * slot, no head, no coalescing. Returns the bytes taken, or 0: the general
+ * path takes the read (the lock is busy, another reader moved the position,
+ * the read would retire the slot or needs more than was seen, the end is
+ * armed or mid-peek).
+ */
+static inline size_t up__ring_read_small(struct up_end *rd, void *buf, size_t len)
+{
+	struct up_pipe *p = rd->p;
+	uint32_t off;
+
+	if (!up__fin_usable(rd) || rd->armed || rd->peek_locked || up__is_broken(p) ||
+	    up__rlock_try(rd) < 0)
+		return 0;
+	if (!up__fin_here(rd, &off) || !up__fin_room(rd, off, len)) {
+		up__rlock_drop(rd);
+		return 0;
+	}
+	memcpy(buf, up__page_ptr(p, rd->fin_pg) + off, len);
+	/* [tail] rel: up__pos_store(); pairs with [tail] acq in
+	 * up__publish(). */
+	up__pos_store(rd, up__pos(rd->fin_t, off + (uint32_t)len));
+	up__rlock_drop(rd);
+	rd->caught = false; /* data left: the streak stays as it is */
+	up__chain_wake(rd);
+	up__count(&rd->c.bytes_read, len);
+	up__count(&rd->c.reads, 1);
+	return len;
+}
+
 
 /* Holding the writers' lock: hand out the @len bytes after @have in page @pg
  * of slot @head - 1 as the reservation. */

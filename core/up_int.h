@@ -249,9 +249,7 @@ void up__pipe_put(struct up_pipe *p);
 
 /* The data path's entry points (ring.h lists its files). */
 ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, size_t len);
-size_t up__ring_write_small(struct up_end *w, const void *buf, size_t len);
 ssize_t up__ring_read(struct up_end *r, const struct iovec *iov, int iovcnt, size_t len);
-size_t up__ring_read_small(struct up_end *r, void *buf, size_t len);
 ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt);
 int up__ring_commit(struct up_end *w, size_t n);
 ssize_t up__ring_peek(struct up_end *r, struct iovec *iov, int *iovcnt);

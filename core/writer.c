@@ -125,27 +125,6 @@ static int try_merge(struct up_end *w, struct up__cur *c, size_t n)
 	return 1;
 }
 
-/*
- * up_write()'s short way: the lone writer appends @len bytes (not 0) to the
- * last page, which it knows has room without looking at the segment. The
- * general path does the same through try_merge(), after an iovec cursor, a
- * reservation check and a loop. Returns @len when done, or 0: the general
- * path takes the write and finds whatever stopped this one.
- */
-size_t up__ring_write_small(struct up_end *w, const void *buf, size_t len)
-{
-	struct up_pipe *p = w->p;
-	uint32_t have = w->last_len;
-
-	if (!up__short_enter(w, len))
-		return 0;
-	memcpy(up__page_ptr(p, w->last_pg) + have, buf, len);
-	up__merge_close(w, up__slot_at(p, w->last_head - 1), have + (uint32_t)len);
-	up__count(&w->c.bytes_written, len);
-	up__count(&w->c.writes, 1);
-	return len;
-}
-
 /* Publish @n filled pages (lengths in @lens) at head. */
 int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, uint32_t n)
 {

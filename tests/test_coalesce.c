@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "ring.h"
+#include "short.h"
 #include "up_int.h"
 
 /* Writes and reads of 100 bytes, one at a time: each read finds its data

@@ -132,7 +132,7 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 	if (*iovcnt <= 0)
 		return -EINVAL;
 	/* A peek again under the held lock shows everything (see the top).
-	 * up__ring_peek_small() has tried the short way. */
+	 * up_peek() has tried the short way (short.h). */
 	want = rd->peek_locked ? 0 : rd->peek_want;
 	rd->deadline_ns = 0;
 	if (up__unlikely(rd->armed))

@@ -382,7 +382,6 @@ static __attribute__((noinline)) ssize_t write_general(struct up_end *w, const v
 
 ssize_t up_write(struct up_end *w, const void *buf, size_t len)
 {
-
 	if (!w)
 		return -EINVAL;
 	if (!(w->flags & UP_WR))
@@ -445,7 +444,6 @@ static __attribute__((noinline)) ssize_t read_general(struct up_end *r, void *bu
 
 ssize_t up_read(struct up_end *r, void *buf, size_t len)
 {
-
 	if (!r)
 		return -EINVAL;
 	if (!(r->flags & UP_RD))

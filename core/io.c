@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io.c - the public data calls: up_write(), up_writev(), up_read(),
+ * up_readv(), up_reserve(), up_commit(), up_peek(), up_consume(). Each
+ * checks its arguments, runs its short way inline (short.h) and tail-calls
+ * an out-of-line general path, which retries once after an idle point
+ * (a look at the peers, and for a reader the trim) when it would return
+ * -EAGAIN.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "short.h"
+
+#define UP_IOV_MAX 1024
+
+static int check_iov(const struct iovec *iov, int iovcnt, size_t *total)
+{
+	size_t sum = 0;
+	int i;
+
+	if (iovcnt < 0 || iovcnt > UP_IOV_MAX || (iovcnt > 0 && !iov))
+		return -EINVAL;
+	for (i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -EINVAL;
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - sum)
+			return -EINVAL;
+		sum += iov[i].iov_len;
+	}
+	*total = sum;
+	return 0;
+}
+
+/*
+ * Every call that may return without sleeping ticks the liveness clock
+ * (up__live_tick()), and one about to fail with -EAGAIN asks the peers'
+ * locks first (at most every UP_LIVE_CHECK_NS): a peer that died is
+ * noticed by an end that streams or retries, not only by one that sleeps,
+ * and the retry then returns end of stream or -EPIPE as pipe(7) has it.
+ */
+ssize_t up_writev(struct up_end *w, const struct iovec *iov, int iovcnt)
+{
+	ssize_t n;
+	size_t len;
+	int r;
+
+	if (!w)
+		return -EINVAL;
+	if (!(w->flags & UP_WR))
+		return -EBADF;
+	r = check_iov(iov, iovcnt, &len);
+	if (r < 0)
+		return r;
+	up__live_tick(w);
+	n = up__ring_write(w, iov, iovcnt, len);
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(w))
+		n = up__ring_write(w, iov, iovcnt, len);
+	return n;
+}
+
+/* up_write()'s general path, out of line: the entry point runs the short
+ * way inline (short.h) and tail-calls this. */
+static __attribute__((noinline)) ssize_t write_general(struct up_end *w, const void *buf,
+						       size_t len)
+{
+	struct iovec v = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
+	ssize_t n = up__ring_write(w, &v, 1, len);
+
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(w))
+		n = up__ring_write(w, &v, 1, len);
+	return n;
+}
+
+ssize_t up_write(struct up_end *w, const void *buf, size_t len)
+{
+	if (!w)
+		return -EINVAL;
+	if (!(w->flags & UP_WR))
+		return -EBADF;
+	if (len && !buf)
+		return -EINVAL;
+	if (len > SSIZE_MAX)
+		return -EINVAL;
+	up__live_tick(w);
+	/* The lone writer's small write, when it fits the last page. */
+	if (w->last_ok && len != 0 && up__ring_write_small(w, buf, len) == len)
+		return (ssize_t)len;
+	return write_general(w, buf, len);
+}
+
+/* A read found nothing: a reader's idle point. The peers are asked (a retry
+ * may find end of stream), and the trim looks (reclaim.c): a non-blocking or
+ * poll-mode reader never sleeps in the library, so this is where its pipe
+ * gives back what the traffic no longer needs. */
+static ssize_t read_again(struct up_end *r, const struct iovec *iov, int iovcnt, size_t len)
+{
+	ssize_t n = -EAGAIN;
+
+	if (up__live_poll(r))
+		n = up__ring_read(r, iov, iovcnt, len);
+	if (n == -EAGAIN)
+		up__pool_trim(r);
+	return n;
+}
+
+ssize_t up_readv(struct up_end *r, const struct iovec *iov, int iovcnt)
+{
+	ssize_t n;
+	size_t len;
+	int rc;
+
+	if (!r)
+		return -EINVAL;
+	if (!(r->flags & UP_RD))
+		return -EBADF;
+	rc = check_iov(iov, iovcnt, &len);
+	if (rc < 0)
+		return rc;
+	n = up__ring_read(r, iov, iovcnt, len);
+	if (up__unlikely(n == -EAGAIN))
+		n = read_again(r, iov, iovcnt, len);
+	return n;
+}
+
+/* up_read()'s general path, out of line, as write_general(). */
+static __attribute__((noinline)) ssize_t read_general(struct up_end *r, void *buf, size_t len)
+{
+	struct iovec v = { .iov_base = buf, .iov_len = len };
+	ssize_t n = up__ring_read(r, &v, 1, len);
+
+	if (up__unlikely(n == -EAGAIN))
+		n = read_again(r, &v, 1, len);
+	return n;
+}
+
+ssize_t up_read(struct up_end *r, void *buf, size_t len)
+{
+	if (!r)
+		return -EINVAL;
+	if (!(r->flags & UP_RD))
+		return -EBADF;
+	if (len && !buf)
+		return -EINVAL;
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX;
+	/* A small read inside the slot this end is reading. */
+	if (r->fin_valid && len != 0 && up__ring_read_small(r, buf, len) == len)
+		return (ssize_t)len;
+	return read_general(r, buf, len);
+}
+
+/* The general paths of up_reserve() and up_peek(), out of line: the entry
+ * points run the short ways (short.h) and tail-call these. */
+static __attribute__((noinline)) ssize_t reserve_general(struct up_end *w, size_t len,
+							 struct iovec *iov, int *iovcnt)
+{
+	int cap = *iovcnt;
+	ssize_t n = up__ring_reserve(w, len, iov, iovcnt);
+
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(w)) {
+		*iovcnt = cap;
+		n = up__ring_reserve(w, len, iov, iovcnt);
+	}
+	return n;
+}
+
+static __attribute__((noinline)) ssize_t peek_general(struct up_end *r, struct iovec *iov,
+						      int *iovcnt)
+{
+	int cap = *iovcnt;
+	ssize_t n = up__ring_peek(r, iov, iovcnt);
+
+	if (up__unlikely(n == -EAGAIN) && up__live_poll(r)) {
+		*iovcnt = cap;
+		n = up__ring_peek(r, iov, iovcnt);
+	}
+	return n;
+}
+
+ssize_t up_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
+{
+	size_t n;
+
+	if (!w || !iov || !iovcnt)
+		return -EINVAL;
+	if (!(w->flags & UP_WR))
+		return -EBADF;
+	up__live_tick(w);
+	n = up__reserve_small(w, len, iov, iovcnt);
+	if (n > 0)
+		return (ssize_t)n;
+	return reserve_general(w, len, iov, iovcnt);
+}
+
+int up_commit(struct up_end *w, size_t n)
+{
+	if (!w)
+		return -EINVAL;
+	if (!(w->flags & UP_WR))
+		return -EBADF;
+	if (up__commit_small(w, n))
+		return 0;
+	return up__ring_commit(w, n);
+}
+
+ssize_t up_peek(struct up_end *r, struct iovec *iov, int *iovcnt)
+{
+	size_t n;
+
+	if (!r || !iov || !iovcnt)
+		return -EINVAL;
+	if (!(r->flags & UP_RD))
+		return -EBADF;
+	n = up__peek_small_entry(r, iov, iovcnt);
+	if (n > 0)
+		return (ssize_t)n;
+	return peek_general(r, iov, iovcnt);
+}
+
+int up_consume(struct up_end *r, size_t n)
+{
+	if (!r)
+		return -EINVAL;
+	if (!(r->flags & UP_RD))
+		return -EBADF;
+	if (up__consume_small_entry(r, n))
+		return 0;
+	return up__ring_consume(r, n);
+}

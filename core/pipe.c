@@ -22,7 +22,7 @@ void up_config_init(struct up_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->size = sizeof(*cfg);
 	cfg->capacity = UP_DEFAULT_CAPACITY;
-	cfg->page_size = UP_DEFAULT_PAGE_SIZE;
+	cfg->page_size = 0; /* from the capacity, at creation (shm.c) */
 	cfg->numa_node = -1;
 	cfg->pool_keep = 0;
 	cfg->trim_ms = 0;

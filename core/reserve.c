@@ -108,6 +108,25 @@ static ssize_t resv_pages_give(struct up_end *w, size_t len, size_t want_pages,
 	return (ssize_t)bytes;
 }
 
+/*
+ * The most pages one reservation takes: a quarter of the capacity (a page
+ * at the least), and no more than an end's cache holds. A reservation of
+ * the whole pipe would have the writer fill while the reader has nothing
+ * to read, then the reader drain while the writer waits: the two sides
+ * would take turns instead of overlapping, on a working set twice the
+ * pipe's. A quarter keeps three quarters for the reader to drain
+ * meanwhile; a larger write is a few reservations, as a large write(2) to
+ * a pipe is a few fills.
+ */
+static size_t resv_pages_max(const struct up_pipe *p)
+{
+	size_t q = (p->g.page_count - p->g.spare_pages) / 4;
+
+	if (q > UP_END_CACHE_MAX)
+		q = UP_END_CACHE_MAX;
+	return q ? q : 1;
+}
+
 ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt)
 {
 	struct up_pipe *p = w->p;
@@ -141,8 +160,8 @@ ssize_t up__ring_reserve(struct up_end *w, size_t len, struct iovec *iov, int *i
 	/* Not (len + ps - 1) >> shift: near SIZE_MAX that wraps to 0 pages,
 	 * and a fill of 0 pages finds "none free" for ever. */
 	want_pages = (len >> p->g.page_shift) + ((len & (ps - 1)) != 0);
-	if (want_pages > UP_END_CACHE_MAX)
-		want_pages = UP_END_CACHE_MAX;
+	if (want_pages > resv_pages_max(p))
+		want_pages = resv_pages_max(p);
 	for (;;) {
 		r = up__write_check(p);
 		if (r < 0)

@@ -106,6 +106,25 @@ static void pipe_free(struct up_pipe *p)
  * pages free, so the pipe still holds the capacity and no more; an idle
  * pipe gives them back with the rest of its free pages (trim).
  */
+/*
+ * The page of a pipe created with page_size 0. What a page costs is paid
+ * per page, not per byte: the writer's publish of head and the next slot,
+ * the reader's retire and the page's return to the pool, each a line the
+ * other core then fetches. So a page as large as keeps the ring deep enough
+ * to overlap the two sides (UP_DEFAULT_PAGE_RING pages) makes those costs
+ * rarer for message-sized writes, while a small pipe keeps 4 KiB pages. An
+ * idle pipe's memory does not grow with it: data pages are faulted in 4 KiB
+ * at a time as they are written (the memfd is sparse).
+ */
+static size_t default_page_size(size_t cap)
+{
+	size_t ps = UP_DEFAULT_PAGE_SIZE;
+
+	while (ps < UP_DEFAULT_PAGE_MAX && ps * 2 * UP_DEFAULT_PAGE_RING <= cap)
+		ps *= 2;
+	return ps;
+}
+
 static uint32_t pool_spare(const struct up_config *cfg, uint32_t pages, size_t ps)
 {
 	size_t min = cfg->pool_min ? cfg->pool_min : UP_DEFAULT_POOL_MIN;
@@ -145,8 +164,8 @@ int up__shm_create(const struct up_config *cfg, struct up_pipe **out)
 	uint32_t pages, spare;
 	int fd, r;
 
-	ps = cfg->page_size ? cfg->page_size : UP_DEFAULT_PAGE_SIZE;
 	cap = cfg->capacity ? cfg->capacity : UP_DEFAULT_CAPACITY;
+	ps = cfg->page_size ? cfg->page_size : default_page_size(cap);
 	if (ps < UP_MIN_PAGE_SIZE || ps > UP_MAX_PAGE_SIZE || (ps & (ps - 1)))
 		return -EINVAL;
 	if (cap > UP_MAX_CAPACITY)

@@ -61,14 +61,19 @@ struct up_end;  /* one reader or writer endpoint; one thread at a time */
 #define UP_CFG_ALL    (UP_CFG_SQPOLL)
 
 #define UP_DEFAULT_CAPACITY  (1u << 20)
+/* The default page (page_size 0): the capacity / UP_DEFAULT_PAGE_RING,
+ * rounded down to a power of two, at least UP_DEFAULT_PAGE_SIZE and at most
+ * UP_DEFAULT_PAGE_MAX: 4 KiB up to a 256 KiB pipe, 16 KiB at 1 MiB. */
 #define UP_DEFAULT_PAGE_SIZE 4096u
+#define UP_DEFAULT_PAGE_MAX  (64u << 10)
+#define UP_DEFAULT_PAGE_RING 64u
 #define UP_DEFAULT_POOL_MIN  ((size_t)2 << 20)
 
 struct up_config {
 	uint32_t size;      /* sizeof(struct up_config): lets the struct grow */
 	uint32_t flags;     /* UP_CFG_* bits; unknown bits are -EINVAL */
 	size_t   capacity;  /* bytes the pipe can hold; 0 = default (1 MiB) */
-	size_t   page_size; /* bytes per ring page; 0 = default (4 KiB) */
+	size_t   page_size; /* bytes per ring page; 0 = from the capacity (above) */
 	int      numa_node; /* -1 = the caller's memory-policy / local node */
 	/* Since 0.1: the memory floor. After a burst, free pages beyond
 	 * pool_keep bytes are given back to the kernel (hole-punched) once the
@@ -91,7 +96,8 @@ struct up_config {
 
 /*
  * up_config_init - fill @cfg with the defaults (size set, capacity 1 MiB,
- * 4 KiB pages, numa_node -1). Any thread; never blocks.
+ * page_size 0: chosen from the capacity at creation, numa_node -1). Any
+ * thread; never blocks.
  */
 UP_API void up_config_init(struct up_config *cfg);
 
@@ -208,6 +214,8 @@ UP_API ssize_t up_readv(struct up_end *r, const struct iovec *iov, int iovcnt);
  * out the same spans again (extended if more were asked) when they still
  * fit, but a small reservation may move between the end of the last page
  * and a page of its own (the size changed, or another writer published).
+ * One reservation takes at most a quarter of the capacity (a page at the
+ * least), so the reader drains the rest while the caller fills.
  * A reservation of at most a page is never split: it returns @len or an
  * error. One smaller than a page goes at the end of the last page when it
  * fits, as small writes do, and holds the writers' lock until its commit:

@@ -193,14 +193,24 @@ static void einval_config(void)
 
 static void capacity_rounding(void)
 {
-	static const struct { size_t ask, page, want; } cases[] = {
-		{ 0, 0, 1 * MiB },
-		{ 100000, 4096, 102400 },
-		{ 100000, 8192, 106496 },
-		{ 100000, 64 * KiB, 131072 },
-		{ 65536, 4096, 65536 },
-		{ 65537, 4096, 69632 },
-		{ 3 * MiB + 1, 1 * MiB, 4 * MiB },
+	/* page 0: the default, capacity / 64 rounded down to a power of
+	 * two, from 4 KiB to 64 KiB (the fourth column). */
+	static const struct { size_t ask, page, want_page, want; } cases[] = {
+		{ 0, 0, 16 * KiB, 1 * MiB },
+		{ 100000, 0, 4096, 102400 },
+		{ 256 * KiB, 0, 4096, 256 * KiB },
+		{ 512 * KiB - 1, 0, 4096, 512 * KiB },
+		{ 512 * KiB, 0, 8 * KiB, 512 * KiB },
+		{ 3 * MiB + 1, 0, 32 * KiB, 3 * MiB + 32 * KiB },
+		{ 64 * MiB, 0, 64 * KiB, 64 * MiB },
+		{ 1024 * MiB, 0, 64 * KiB, 1024 * MiB },
+		{ 100000, 4096, 4096, 102400 },
+		{ 100000, 8192, 8192, 106496 },
+		{ 100000, 64 * KiB, 64 * KiB, 131072 },
+		{ 1 * MiB, 4096, 4096, 1 * MiB },
+		{ 65536, 4096, 4096, 65536 },
+		{ 65537, 4096, 4096, 69632 },
+		{ 3 * MiB + 1, 1 * MiB, 1 * MiB, 4 * MiB },
 	};
 	size_t i;
 
@@ -208,7 +218,7 @@ static void capacity_rounding(void)
 		struct up_pipe *p = mk_pipe(cases[i].ask, cases[i].page);
 		size_t cap = up_capacity(p), pg = up_page_size(p);
 
-		CHECK_EQ(pg, cases[i].page ? cases[i].page : 4096);
+		CHECK_EQ(pg, cases[i].want_page);
 		CHECK(cap >= cases[i].ask);
 		CHECK_EQ(cap % pg, 0);
 		CHECK(cap < (cases[i].ask ? cases[i].ask : 1 * MiB) + pg);

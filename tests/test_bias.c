@@ -261,7 +261,7 @@ static void merge_commit_checks_its_room(void)
  */
 static void short_way_keeps_the_rules(void)
 {
-	const size_t ps = UP_DEFAULT_PAGE_SIZE;
+	size_t ps;
 	struct up_pipe *p;
 	struct up_end *r, *w;
 	struct iovec iov[4];
@@ -270,6 +270,7 @@ static void short_way_keeps_the_rules(void)
 
 	need_membarrier();
 	p = pipe_rw(&r, &w);
+	ps = up_page_size(p);
 	CHECK_EQ(up_write(w, "0123456789", 10), 10);
 	CHECK(w->biased && w->last_ok);
 	CHECK_EQ(up_reserve(w, 2 * ps, iov, &cnt), (ssize_t)(2 * ps));
@@ -300,7 +301,7 @@ static void short_way_keeps_the_rules(void)
  * still merges. */
 static void joined_writer_keeps_big_reservations_apart(void)
 {
-	const size_t ps = UP_DEFAULT_PAGE_SIZE;
+	size_t ps;
 	struct up_pipe *p;
 	struct up_end *r, *w1, *w2;
 	struct iovec iov[4];
@@ -308,6 +309,7 @@ static void joined_writer_keeps_big_reservations_apart(void)
 
 	need_membarrier();
 	p = pipe_rw(&r, &w1);
+	ps = up_page_size(p);
 	CHECK_EQ(up_write(w1, "x", 1), 1);
 	CHECK(w1->last_ok);
 	CHECK_OK(up_open(p, UP_WR, &w2));

@@ -363,11 +363,14 @@ static void coalescing_short_ways_leave_the_writers_page(void)
 static void coalescing_waits_out_the_writers_page(void)
 {
 	char msg[3000], buf[100];
+	struct up_config cfg;
 	struct up_end *e[2];
 
 	for (size_t i = 0; i < sizeof(msg); i++)
 		msg[i] = (char)('A' + i % 26);
-	CHECK_OK(up_pipe2(e, NULL));
+	up_config_init(&cfg);
+	cfg.page_size = 4096; /* two messages do not share a page */
+	CHECK_OK(up_pipe2(e, &cfg));
 	CHECK_EQ(up_write(e[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
 	CHECK_EQ(up_read(e[0], buf, 100), 100);
 	CHECK(e[0]->fin_valid && e[0]->fin_last && !e[0]->caught);

@@ -184,6 +184,7 @@ static void spare_pool(void)
 
 		up_config_init(&cfg);
 		cfg.capacity = g[i].cap;
+		cfg.page_size = 4096; /* the table counts 4 KiB pages */
 		cfg.pool_min = g[i].pool_min;
 		CHECK_OK(up_pipe2(e, &cfg));
 		p = up_end_pipe(e[0]);

@@ -25,7 +25,7 @@
 #include "ring.h"
 
 #define PAGE    4096u
-#define PAGES   32u
+#define PAGES   64u /* a quarter of the pipe (one reservation at most) is a chunk */
 #define HOLD_NS 100000ull
 #define ROUNDS  12
 

@@ -489,6 +489,46 @@ static void consume_too_large_einval(void)
 	up_pipe_release(p);
 }
 
+/*
+ * One reservation takes at most a quarter of the capacity (a page at the
+ * least), so a writer of the whole pipe at once fills while the reader
+ * drains: asked for the whole capacity, with all of it free, it gets a
+ * quarter, commits it, and gets the next quarter at once.
+ */
+static void a_reservation_takes_a_quarter_at_most(void)
+{
+	static const struct { size_t cap, page, want; } cases[] = {
+		{ 1 * MiB, 0, 256 * KiB },      /* 16 KiB pages */
+		{ 1 * MiB, 4096, 256 * KiB },
+		{ 64 * KiB, 4096, 16 * KiB },
+		{ 12 * KiB, 4096, 4096 },       /* three pages: one */
+		{ 8 * KiB, 4096, 4096 },        /* two pages: one */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct up_pipe *p = mk_pipe(cases[i].cap, cases[i].page);
+		struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK), *w = mk_end(p, UP_WR);
+		size_t cap = up_capacity(p);
+		struct iovec iov[256];
+		int cnt = 256;
+		bool eof;
+
+		CHECK_EQ(up_reserve(w, cap, iov, &cnt), (ssize_t)cases[i].want);
+		CHECK_EQ(iov_total(iov, cnt), cases[i].want);
+		fill_iov_pat(iov, cnt, 43, 0);
+		CHECK_OK(up_commit(w, cases[i].want));
+		cnt = 256;
+		CHECK_EQ(up_reserve(w, cap, iov, &cnt), (ssize_t)cases[i].want);
+		fill_iov_pat(iov, cnt, 43, cases[i].want);
+		CHECK_OK(up_commit(w, cases[i].want));
+		CHECK_OK(up_close(w));
+		CHECK_EQ(drain_pat(r, 43, 0, &eof), 2 * cases[i].want);
+		CHECK(eof);
+		CHECK_OK(up_close(r));
+		up_pipe_release(p);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	sem_init(argc, argv);
@@ -503,5 +543,6 @@ int main(int argc, char **argv)
 	RUN(zero_copy_consume_more_than_peeked);
 	RUN(commit_too_large_einval);
 	RUN(consume_too_large_einval);
+	RUN(a_reservation_takes_a_quarter_at_most);
 	return 0;
 }

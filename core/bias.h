@@ -161,6 +161,7 @@ static inline void up__peek_unlock(struct up_end *r)
 	if (r->peek_locked) {
 		r->peek_shown = 0; /* what it showed is gone with the lock */
 		r->peek_locked = false;
+		r->peek_fast = false;
 		up__biased_drop(r, &r->p->ln->rlock);
 	}
 }

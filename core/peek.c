@@ -134,6 +134,7 @@ ssize_t up__ring_peek(struct up_end *rd, struct iovec *iov, int *iovcnt)
 	/* A peek again under the held lock shows everything (see the top).
 	 * up_peek() has tried the short way (short.h). */
 	want = rd->peek_locked ? 0 : rd->peek_want;
+	rd->peek_fast = false; /* what this shows is not the short way's */
 	rd->deadline_ns = 0;
 	if (up__unlikely(rd->armed))
 		up__ring_disarm(rd);

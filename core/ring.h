@@ -284,6 +284,16 @@ static inline void up__pos_store(struct up_end *rd, uint64_t pos)
 		atomic_store_explicit(&p->ln->cons.pos_by, rd->lock_id, memory_order_relaxed);
 }
 
+/* up__pos_store() by an end that has held the readers' lock since it found
+ * itself the last to store the position (up__fin_here()). */
+static inline void up__pos_store_own(struct up_end *rd, uint64_t pos)
+{
+	/* [tail] rel: as in up__pos_store(); pairs with [tail] acq in
+	 * up__publish(). */
+	atomic_store_explicit(&rd->p->ln->cons.pos, pos, memory_order_release);
+	rd->pos_last = pos;
+}
+
 /* reader.c: what peek.c shares with the read path. */
 ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool whole,
 			bool *freed_any);

@@ -152,6 +152,8 @@ static inline bool up__peek_small(struct up_end *rd, struct iovec *iov, int *iov
 		return false;
 	}
 	rd->peek_locked = true;
+	rd->peek_fast = true;
+	rd->peek_off = off;
 	iov[0].iov_base = up__page_ptr(p, rd->fin_pg) + off;
 	iov[0].iov_len = rd->fin_len - off;
 	*iovcnt = 1;
@@ -187,13 +189,29 @@ static inline bool up__consume_small(struct up_end *rd, size_t n)
 	return true;
 }
 
-/* up_consume()'s short way after a peek: @n bytes, fewer than it showed,
+/*
+ * up_consume()'s short way after a peek: @n bytes, fewer than it showed,
  * that leave the kept slot live; the next fresh peek then wants @n (peek.c,
- * next_want()'s first case). */
+ * next_want()'s first case). After a short-way peek nothing needs looking
+ * at again: it found the position in the kept slot, stored last by this
+ * end, and we have held the readers' lock since, so no honest reader moved
+ * it (a peer that did breaks the protocol, and our store puts it back).
+ */
 static inline bool up__consume_small_entry(struct up_end *rd, size_t n)
 {
-	if (!rd->peek_locked || n == 0 || n >= rd->peek_shown || !up__consume_small(rd, n))
+	if (!rd->peek_locked || n == 0 || n >= rd->peek_shown)
 		return false;
+	if (rd->peek_fast && n < rd->fin_len - rd->peek_off) {
+		/* [tail] rel: up__pos_store_own(); pairs with [tail] acq in
+		 * up__publish(). */
+		up__pos_store_own(rd, up__pos(rd->fin_t, rd->peek_off + (uint32_t)n));
+		up__peek_unlock(rd);
+		up__chain_wake(rd);
+		up__count(&rd->c.bytes_read, (uint64_t)n);
+		up__count(&rd->c.reads, 1);
+	} else if (!up__consume_small(rd, n)) {
+		return false;
+	}
 	rd->peek_want = n;
 	return true;
 }

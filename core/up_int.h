@@ -166,8 +166,11 @@ struct up_end {
 	int armed;            /* UP_ARMED_* */
 	int armed_on;         /* ... on what (UP_ARMED_ON_*) */
 
-	/* Reader: holding the readers' lock between peek and consume. */
-	bool peek_locked;
+	/* Reader: holding the readers' lock between peek and consume; the
+	 * peek took the short way (short.h) and showed the kept slot from
+	 * peek_off, where the position still is. */
+	bool peek_locked, peek_fast;
+	uint32_t peek_off;
 	/* Reader: the bytes a fresh peek shows before it stops walking
 	 * (0: every span), and what the last peek showed (peek.c). */
 	size_t peek_want, peek_shown;

@@ -71,14 +71,17 @@ static uint64_t pct(const uint64_t *s, size_t n, double p)
 }
 
 /*
- * Which writes to time. Timing every one would cost about as much as a small
- * uringpipe write and so distort what is measured: time every write when a
- * write is >= 4 KiB, else one per 4 KiB of stream, and keep to @cap samples
- * (--lat-every overrides).
+ * Which writes to time. A sample costs two clock reads, about what two small
+ * uringpipe writes cost, and the writer pays it inside the run: time one
+ * write per 64 KiB of stream (every write when a write is >= 64 KiB), so
+ * the sampling takes under 1% of any transport's time, and keep to @cap
+ * samples (--lat-every overrides).
  */
+#define LAT_STRIDE (64u << 10)
+
 static uint64_t auto_every(uint64_t size, uint64_t writes, size_t cap)
 {
-	uint64_t e = size >= 4096 ? 1 : (4096 + size - 1) / size;
+	uint64_t e = size >= LAT_STRIDE ? 1 : (LAT_STRIDE + size - 1) / size;
 	uint64_t need = (writes + cap - 1) / cap;
 	return need > e ? need : e;
 }

@@ -100,7 +100,10 @@ if [ -e "$P" ]; then fail "path name: socket left at $P"; else ok "path name rem
 # the 4 KiB pages: readers take whole pages, so whole lines. Both wait first,
 # and the stream starts only once both have the pipe mapped: the first to
 # connect could otherwise read all of it (8 MB take a few ms) before the
-# other's next try (up_connect backs off up to 5 ms).
+# other's next try (up_connect backs off up to 5 ms). Mapped is not yet
+# reading: a reader still starting its threads missed the whole unthrottled
+# stream in 2 runs of 12, so the writer is held to 40 MB/s (0.2 s), long
+# past any start-up; a reader shut out of a stream that long is a fault.
 seq -w 1 1000000 >"$T/lines"
 N=$(name)
 "$CAT" -q "${W[@]}" --from "$N" >"$T/r1" &
@@ -119,7 +122,7 @@ both_mapped() {
 	return 1
 }
 { both_mapped || echo "two readers: not both connected" >&2; cat "$T/lines"; } |
-	"$CAT" -q -B 64K --page-size 4K --to "$N" -
+	"$CAT" -q -B 64K --page-size 4K -L 40M --to "$N" -
 expect_eq "two readers: --to exit" "$?" 0
 wait $r1
 expect_eq "two readers: first exit" "$?" 0

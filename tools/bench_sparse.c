@@ -401,12 +401,20 @@ static double vmax(const double *v, unsigned n)
 	return m;
 }
 
+static double vmin(const double *v, unsigned n)
+{
+	double m = n ? v[0] : 0;
+	for (unsigned i = 1; i < n; i++)
+		m = v[i] < m ? v[i] : m;
+	return m;
+}
+
 static void sp_print_gap(const struct opts *o, unsigned gap, unsigned nmsg,
 			 struct sp_cell (*c)[RD_COUNT])
 {
 	printf("\ngap %u us, %u messages per run\n", gap, nmsg);
-	printf("%-12s %-8s %10s %10s %10s %9s %9s\n", "transport", "reader", "p50 us", "p99 us",
-	       "max us", "p50/pipe", "p99/pipe");
+	printf("%-12s %-8s %10s %10s %10s %9s %9s %13s\n", "transport", "reader", "p50 us",
+	       "p99 us", "max us", "p50/pipe", "p99/pipe", "p99 rounds");
 	for (int i = 0; i < T_COUNT; i++) {
 		enum transport t = sp_t[i];
 		if (!o->on[t])
@@ -416,12 +424,17 @@ static void sp_print_gap(const struct opts *o, unsigned gap, unsigned nmsg,
 			double p99 = bench_median(c[t][rd].p99, o->repeat);
 			double k50 = bench_median(c[T_KERNEL][rd].p50, o->repeat);
 			double k99 = bench_median(c[T_KERNEL][rd].p99, o->repeat);
-			char r50[16], r99[16];
+			char r50[16], r99[16], span[32];
 
 			sp_ratio(r50, sizeof(r50), p50, k50);
 			sp_ratio(r99, sizeof(r99), p99, k99);
-			printf("%-12s %-8s %10.1f %10.1f %10.1f %9s %9s\n", bench_tlabel[t],
-			       rd_name[rd], p50, p99, vmax(c[t][rd].max, o->repeat), r50, r99);
+			/* The spread of one cell's p99 over its rounds: a p99
+			 * ratio inside the pipe's own spread says nothing. */
+			snprintf(span, sizeof(span), "%.1f-%.1f", vmin(c[t][rd].p99, o->repeat),
+				 vmax(c[t][rd].p99, o->repeat));
+			printf("%-12s %-8s %10.1f %10.1f %10.1f %9s %9s %13s\n", bench_tlabel[t],
+			       rd_name[rd], p50, p99, vmax(c[t][rd].max, o->repeat), r50, r99,
+			       span);
 		}
 	}
 	fflush(stdout);
@@ -491,7 +504,9 @@ void bench_sparse(const struct opts *o, const struct env *env)
 		bench_print_header(o, env);
 		printf("\n--sparse: %d-byte messages, 1 writer -> 1 reader%s; latency from the"
 		       " writer's clock\n  before its write to the reader's after the whole message;"
-		       " median over %u\n  round%s of p50/p99, max over rounds\n", SPARSE_MSG,
+		       " median over %u\n  round%s of p50/p99, max over rounds; p99 rounds: the lowest and"
+		       " highest\n  round's p99, the spread a p99 ratio must clear to mean anything\n",
+		       SPARSE_MSG,
 		       env->cpu[1] >= 0 ? " (pinned)" : "", o->repeat, o->repeat == 1 ? "" : "s");
 	}
 	for (unsigned g = 0; g < o->ngaps; g++) {

@@ -139,9 +139,13 @@ fi
 expect_eq "bench --sparse: exit" "$?" 0
 sed 's/^/    /' "$T/sp"
 for g in 100 300; do
-	if awk -v g="$g" -v nt="$nt" '$1 == "gap" { on = ($2 == g); next }
+	if awk -v g="$g" -v nt="$nt" -v rounds=1 '$1 == "gap" { on = ($2 == g); next }
 		on && $2 ~ /^(blocking|epoll)$/ {
 			if ($3 !~ /^[0-9.]+$/ || $4 !~ /^[0-9.]+$/ || $3 <= 0 || $4 < $3 || $5 < $4)
+				bad = 1
+			# the p99 rounds column holds the median (one round: both ends)
+			if (split($8, sp, "-") != 2 || sp[1] + 0 > $4 + 0 || $4 + 0 > sp[2] + 0 ||
+			    ($4 + 0 != sp[1] + 0 || sp[1] + 0 != sp[2] + 0) && rounds == 1)
 				bad = 1
 			if ($1 == "pipe") { k50[$2] = $3; k99[$2] = $4 }
 			# the ratios to the pipe with the same reader (rounded figures)
@@ -149,11 +153,29 @@ for g in 100 300; do
 			r = $4 / k99[$2]; if (r - $7 > 0.05 * r + 0.02 || $7 - r > 0.05 * r + 0.02) bad = 1
 			n[$1 " " $2] = 1 }
 		END { c = 0; for (k in n) c++; exit bad || c != 2 * nt }' "$T/sp"; then
-		ok "bench --sparse: gap $g us has p50 <= p99 <= max for $nt transports x 2 readers"
+		ok "bench --sparse: gap $g us has p50 <= p99 <= max and the p99 rounds for $nt transports x 2 readers"
 	else
-		fail "bench --sparse: gap $g us: not every transport and reader has p50/p99/max"
+		fail "bench --sparse: gap $g us: not every transport and reader has p50/p99/max and p99 rounds"
 	fi
 done
+wide=$(awk 'length($0) > 100' "$T/sp" | wc -l)
+expect_eq "bench --sparse: no line over 100 columns" "$wide" 0
+# Three rounds: every p99 lies in its rounds' spread, and the spread is
+# the rounds' own (some cell's three p99s differ by 0.1 us or more).
+"$CAT" --bench --sparse --gap 100 --time 0.02 --repeat 3 >"$T/sp3" 2>"$T/err"
+expect_eq "bench --sparse --repeat 3: exit" "$?" 0
+if awk '$2 ~ /^(blocking|epoll)$/ {
+		if (split($8, sp, "-") != 2 || sp[1] + 0 > $4 + 0 || $4 + 0 > sp[2] + 0)
+			bad = 1
+		if (sp[1] + 0 < sp[2] + 0)
+			apart = 1
+		rows++ }
+	END { exit bad || !apart || rows != 6 }' "$T/sp3"; then
+	ok "bench --sparse --repeat 3: p99 within the rounds' p99 spread, which is theirs"
+else
+	fail "bench --sparse --repeat 3: the p99 rounds column is wrong"
+	sed 's/^/    /' "$T/sp3"
+fi
 if have_python; then
 	"$CAT" --bench --sparse --gap 150 --time 0.02 --repeat 2 --json >"$T/spj" 2>"$T/err"
 	expect_eq "bench --sparse --json: exit" "$?" 0

@@ -111,7 +111,7 @@ static int bias_revoke(struct up_end *w, struct up_shm_lock *l, uint32_t b, bool
 	} else {
 		/* Step 1. [bias] sc: the mark, before the barrier below (which
 		 * orders it anyway); pairs with [bias] acq in
-		 * up__bias_enter(). */
+		 * up__bias_enter_own(). */
 		atomic_store_explicit(bias, owner | UP_BIAS_REVOKE, memory_order_seq_cst);
 		/* relaxed: written only under the word we hold. */
 		atomic_store_explicit(marked, t_mark = now, memory_order_relaxed);
@@ -120,7 +120,7 @@ static int bias_revoke(struct up_end *w, struct up_shm_lock *l, uint32_t b, bool
 	if (!fenced) {
 		/* Step 2. [bias] mb: membarrier() orders the owner's busy store
 		 * before its bias load; pairs with [bias] mb in
-		 * up__bias_enter(). */
+		 * up__bias_enter_own(). */
 		fenced = up__membarrier(&sc) == 0;
 		up__count(&w->c.syscalls, sc);
 		up__count(&w->c.revokes, 1);
@@ -132,8 +132,8 @@ static int bias_revoke(struct up_end *w, struct up_shm_lock *l, uint32_t b, bool
 	_Atomic uint32_t *busy = &p->ends[idx - 1].busy;
 	for (i = 0;; i++) {
 		/* [busy] acq: the owner's critical section before ours; pairs
-		 * with [busy] rel in up__biased_drop() and
-		 * up__bias_enter(). */
+		 * with [busy] rel in up__biased_drop_own() and
+		 * up__bias_enter_own(). */
 		uint32_t st = atomic_load_explicit(busy, memory_order_acquire);
 
 		if (st == UP_BUSY_ACK || (fenced && st != UP_BUSY_IN))
@@ -321,7 +321,7 @@ static int bias_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *ex
 		return 1;
 	busy = &p->ends[idx - 1].busy;
 	/* [busy] sc: the owner's state after the barrier; pairs with [busy]
-	 * rel in up__biased_drop(). */
+	 * rel in up__biased_drop_own(). */
 	if (atomic_load_explicit(busy, memory_order_seq_cst) != UP_BUSY_IN)
 		return 1;
 	/* Dead inside (maybe reaped already): nobody will wake us; a retry

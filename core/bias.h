@@ -43,15 +43,13 @@ static inline struct up_shm_lock *up__own_lock(struct up_end *e)
 	return (e->flags & UP_WR) ? &e->p->ln->wlock : &e->p->ln->rlock;
 }
 
-/* The bias owner's entry into @l: one store, one load. True when entered;
- * false when not the owner, or the bias was taken back (then
- * acknowledged). */
-static inline bool up__bias_enter(struct up_end *e, struct up_shm_lock *l)
+/* The bias owner's entry into @l, its side's own lock: one store, one
+ * load. True when entered; false when not the owner, or the bias was taken
+ * back (then acknowledged). */
+static inline bool up__bias_enter_own(struct up_end *e, struct up_shm_lock *l)
 {
-	struct up_pipe *p = e->p;
-
-	if (up__likely(e->biased) && up__likely(l == up__own_lock(e))) {
-		_Atomic uint32_t *busy = &p->ends[e->idx].busy;
+	if (up__likely(e->biased)) {
+		_Atomic uint32_t *busy = e->busy;
 
 		/* relaxed: store then load with no fence between; the
 		 * revoker's membarrier() is the fence (bias_revoke()). */
@@ -76,6 +74,12 @@ static inline bool up__bias_enter(struct up_end *e, struct up_shm_lock *l)
 	return false;
 }
 
+/* As up__bias_enter_own(), for a lock that may not be @e's side's. */
+static inline bool up__bias_enter(struct up_end *e, struct up_shm_lock *l)
+{
+	return l == up__own_lock(e) && up__bias_enter_own(e, l);
+}
+
 /* 0 with @l held, -EAGAIN (non-blocking end), -ETIMEDOUT, -ECANCELED or
  * -EPROTO. */
 static inline int up__biased_take(struct up_end *e, struct up_shm_lock *l, bool nonblock)
@@ -93,14 +97,13 @@ static inline int up__biased_try(struct up_end *e, struct up_shm_lock *l)
 	return up__biased_try_slow(e, l);
 }
 
-static inline void up__biased_drop(struct up_end *e, struct up_shm_lock *l)
+/* Let go of @l, @e's side's own lock. */
+static inline void up__biased_drop_own(struct up_end *e, struct up_shm_lock *l)
 {
-	struct up_pipe *p = e->p;
-
-	if (e->biased && l == up__own_lock(e)) {
+	if (e->biased) {
 		/* [busy] rel: the critical section before a revoker's acquire;
 		 * pairs with [busy] acq in bias_revoke(). */
-		atomic_store_explicit(&p->ends[e->idx].busy, UP_BUSY_OUT, memory_order_release);
+		atomic_store_explicit(e->busy, UP_BUSY_OUT, memory_order_release);
 		/* [bias] mb: a compiler barrier only: the load below stays
 		 * after the store in the code (C11 lets a relaxed load move
 		 * above a release store); pairs with [bias] mb in bias_revoke(). */
@@ -118,10 +121,22 @@ static inline void up__biased_drop(struct up_end *e, struct up_shm_lock *l)
 		up__lock_drop(e, &l->word);
 }
 
-/* The writers' lock. */
+static inline void up__biased_drop(struct up_end *e, struct up_shm_lock *l)
+{
+	if (l == up__own_lock(e))
+		up__biased_drop_own(e, l);
+	else
+		up__lock_drop(e, &l->word);
+}
+
+/*
+ * The writers' lock. Only the write paths (writer.c, writer.h, reserve.c,
+ * short.h) call these, on writer ends, whose own lock it is: the short
+ * ways' entry and drop skip the check that up__bias_enter() makes.
+ */
 static inline bool up__wlock_bias_enter(struct up_end *w)
 {
-	return up__bias_enter(w, &w->p->ln->wlock);
+	return up__bias_enter_own(w, &w->p->ln->wlock);
 }
 
 static inline int up__wlock_take(struct up_end *w)
@@ -136,7 +151,7 @@ static inline int up__wlock_try(struct up_end *w)
 
 static inline void up__wlock_drop(struct up_end *w)
 {
-	up__biased_drop(w, &w->p->ln->wlock);
+	up__biased_drop_own(w, &w->p->ln->wlock);
 }
 
 /* The readers' lock. */

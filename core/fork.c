@@ -147,6 +147,7 @@ static void child_adopt(struct up_end *e, uint32_t idx, uint32_t state, pid_t se
 	uint64_t sc = 0;
 
 	e->idx = idx;
+	e->busy = &p->ends[idx].busy;
 	e->lock_id = up__lock_id(state, idx);
 	e->tag = up__owner_tag(state, idx);
 	e->pid = self;

@@ -216,6 +216,7 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 		goto err_waker;
 	e->lock_id = up__lock_id(st, e->idx);
 	e->tag = up__owner_tag(st, e->idx);
+	e->busy = &p->ends[e->idx].busy;
 
 	/* relaxed: we hold a reference already (the caller's handle). */
 	atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);

@@ -54,13 +54,16 @@ static int commit_merge(struct up_end *w, size_t n)
 	 * never wrote. The lone writer wrote the slot's head and page itself;
 	 * only len is looked at. */
 	if (w->last_ok) {
-		s = up__slot_at(p, w->resv_head - 1);
+		/* The room after last_len in slot last_head - 1: both ways of
+		 * reserving a merge hand out that room while last_ok, and the
+		 * short one writes no resv_head/pg/len. */
+		s = w->last_slot;
 		/* relaxed: written only under the lock we hold. */
-		if (atomic_load_explicit(&s->len, memory_order_relaxed) != w->resv_len) {
+		if (atomic_load_explicit(&s->len, memory_order_relaxed) != w->last_len) {
 			up__wlock_drop(w);
 			return up__proto_error(p);
 		}
-		have = w->resv_len;
+		have = w->last_len;
 	} else if (up__last_slot(w, &s, &have, &pg) < 0 || p->g.page_size - have < n ||
 		   /* relaxed: written only under the lock we hold. */
 		   atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed) != w->resv_head ||

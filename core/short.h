@@ -27,13 +27,12 @@
  */
 static inline size_t up__ring_write_small(struct up_end *w, const void *buf, size_t len)
 {
-	struct up_pipe *p = w->p;
 	uint32_t have = w->last_len;
 
 	if (!up__short_enter(w, len))
 		return 0;
-	memcpy(up__page_ptr(p, w->last_pg) + have, buf, len);
-	up__merge_close(w, up__slot_at(p, w->last_head - 1), have + (uint32_t)len);
+	memcpy(w->last_base + have, buf, len);
+	up__merge_close(w, w->last_slot, have + (uint32_t)len);
 	up__count(&w->c.bytes_written, len);
 	up__count(&w->c.writes, 1);
 	return len;
@@ -104,9 +103,17 @@ static inline size_t up__reserve_small(struct up_end *w, size_t len, struct iove
 	/* relaxed: a hint, as in up__ring_reserve(). */
 	if ((len <= p->g.page_size / 2 ||
 	     up__side_open(atomic_load_explicit(&p->ln->state.writers, memory_order_relaxed)) == 1) &&
-	    up__short_enter(w, len))
-		return (size_t)up__resv_merge_give(w, len, iov, iovcnt, w->last_head, w->last_pg,
-					       w->last_len);
+	    up__short_enter(w, len)) {
+		/* The room is at last_head, last_pg and last_len, which stay
+		 * put until the commit (the lock is ours): the commit reads
+		 * them there (last_ok), so resv_head/pg/len are not written. */
+		iov[0].iov_base = w->last_base + w->last_len;
+		iov[0].iov_len = len;
+		*iovcnt = 1;
+		w->resv_merge = true;
+		w->resv_bytes = len;
+		return len;
+	}
 	return 0;
 }
 
@@ -122,15 +129,17 @@ static inline bool up__commit_small(struct up_end *w, size_t n)
 
 	if (!w->resv_merge || !w->last_ok || n == 0 || n > w->resv_bytes)
 		return false;
-	s = up__slot_at(p, w->resv_head - 1);
+	/* With last_ok the reservation is the room after last_len in slot
+	 * last_head - 1 (up__reserve_small(), reserve_merge()). */
+	s = w->last_slot;
 	/* relaxed: written only under the lock we hold. [wait] sc: the
 	 * EPIPE edge; pairs with [wait] sc in up__side_leave(). */
-	if (atomic_load_explicit(&s->len, memory_order_relaxed) != w->resv_len ||
+	if (atomic_load_explicit(&s->len, memory_order_relaxed) != w->last_len ||
 	    up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst)))
 		return false;
 	w->resv_merge = false;
 	w->resv_bytes = 0;
-	up__merge_close(w, s, w->resv_len + (uint32_t)n);
+	up__merge_close(w, s, w->last_len + (uint32_t)n);
 	up__count(&w->c.bytes_written, n);
 	up__count(&w->c.writes, 1);
 	return true;

@@ -128,6 +128,7 @@ struct up_end {
 	struct up_pipe *p;
 	int flags;            /* UP_RD/UP_WR | UP_NONBLOCK */
 	uint32_t idx;         /* entry in the segment's endpoint table */
+	_Atomic uint32_t *busy; /* &p->ends[idx].busy, set with idx */
 	uint32_t lock_id;     /* up__lock_id(): the value this end writes into locks */
 	uint32_t tag;         /* owner tag of pages it holds: gen << 8 | idx + 1 */
 	pid_t pid;            /* this process, cached at open (ends do not survive fork) */
@@ -148,7 +149,9 @@ struct up_end {
 	bool resv_merge;
 	bool resv_fill;       /* this reservation stored prod.fill_until */
 	/* Where a merge reservation's room is: the slot's index, its page and
-	 * its len when reserved. Commit finds the same or fails (-EPROTO). */
+	 * its len when reserved. Commit finds the same or fails (-EPROTO).
+	 * Read only while !last_ok: with last_ok the room is after last_len
+	 * in slot last_head - 1, and the short way does not write these. */
 	uint32_t resv_head, resv_pg, resv_len;
 	/* Its side's lock is biased to this end (bias.h); bias_off
 	 * keeps it from ever being biased (set by tests of the plain lock). */
@@ -158,6 +161,10 @@ struct up_end {
 	 * grew it (writer.c, last_keep()). */
 	bool last_ok;
 	uint32_t last_head, last_len, last_pg;
+	/* While last_ok: up__slot_at(last_head - 1) and up__page_ptr(last_pg),
+	 * kept so that the short ways compute neither per call. */
+	struct up_shm_slot *last_slot;
+	unsigned char *last_base;
 	uint32_t cache[UP_END_CACHE_MAX];
 	/* Writer: streaming or plain stores for whole pages (copy.h). */
 	struct up__stores stores;

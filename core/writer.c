@@ -29,7 +29,7 @@
 /*
  * The lone writer's copy of the last slot: good from a publish made under
  * the bias until the bias is lost, which this end learns in
- * up__bias_enter() (failing) or gives up in up__bias_give_up(); both
+ * up__bias_enter_own() (failing) or gives up in up__bias_give_up(); both
  * clear last_ok, so last_ok implies biased. Another writer can publish only
  * after taking the bias back. A peer that rewrites the slot meanwhile breaks
  * the protocol; what we then store is still a page we own and a len within
@@ -41,6 +41,8 @@ static inline void last_keep(struct up_end *w, uint32_t head, uint32_t pg, uint3
 	w->last_head = head;
 	w->last_pg = pg;
 	w->last_len = len;
+	w->last_slot = up__slot_at(w->p, head - 1);
+	w->last_base = up__page_ptr(w->p, pg);
 }
 
 /*
@@ -53,7 +55,7 @@ int up__last_slot(struct up_end *w, struct up_shm_slot **sp, uint32_t *lenp, uin
 	struct up_pipe *p = w->p;
 
 	if (w->last_ok) {
-		*sp = up__slot_at(p, w->last_head - 1);
+		*sp = w->last_slot;
 		*lenp = w->last_len;
 		*pgp = w->last_pg;
 		/* The slot must still say what we stored (a line we are about
@@ -182,7 +184,7 @@ int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, u
 	/* Slots [h, h+n) before head: [head] rel, and the [wait] handshake
 	 * with a sleeping reader, in up__progress_store(). A full fence here
 	 * drained the store buffer of the whole page's stores, once a page. */
-	up__progress_store(w, &p->ln->prod.head, h + n);
+	up__progress_store(w, p->ln, &p->ln->prod.head, h + n);
 	last_keep(w, h + n, pages[n - 1], lens[n - 1]);
 	up__wlock_drop(w);
 	up__wake_line(w, &p->ln->rd_wait, 1);

@@ -44,11 +44,11 @@ static inline void up__resv_fill_end(struct up_end *w)
  * relaxed: nofence is sticky; a reader setting it covers the stores before
  * we see it by a grace period (up__wait_fence()).
  */
-static inline void up__progress_store(struct up_end *w, _Atomic uint32_t *word, uint32_t v)
+static inline void up__progress_store(struct up_end *w, struct up_shm_lines *ln,
+				      _Atomic uint32_t *word, uint32_t v)
 {
 	/* relaxed: nofence is sticky (above). */
-	if (w->biased &&
-	    atomic_load_explicit(&w->p->ln->rd_wait.nofence, memory_order_relaxed) == 0) {
+	if (w->biased && atomic_load_explicit(&ln->rd_wait.nofence, memory_order_relaxed) == 0) {
 		/* [len] rel: the bytes below a slot's new len; pairs with
 		 * [len] acq in up__read_locked() and peek_locked(). [head]
 		 * rel: the slots below the new head; pairs with [head] acq in
@@ -70,10 +70,14 @@ static inline void up__progress_store(struct up_end *w, _Atomic uint32_t *word, 
 /* Publish the merged bytes by growing @s's len to @len; drop the lock. */
 static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
 {
-	up__progress_store(w, &s->len, len);
+	/* Loaded once: the atomics below would make the compiler load the
+	 * pointers again for each use. */
+	struct up_shm_lines *ln = w->p->ln;
+
+	up__progress_store(w, ln, &s->len, len);
 	w->last_len = len;
-	up__wlock_drop(w);
-	up__wake_line(w, &w->p->ln->rd_wait, 1);
+	up__biased_drop_own(w, &ln->wlock); /* up__wlock_drop() */
+	up__wake_line(w, &ln->rd_wait, 1);
 }
 
 /* The lone writer's copy of the last slot (writer.c, last_keep()) still
@@ -97,7 +101,7 @@ static inline bool up__short_enter(struct up_end *w, size_t len)
 	 * (up__last_slot()) and fails the write. */
 	if (!w->last_ok || len > p->g.page_size - w->last_len || w->armed ||
 	    w->resv_bytes != 0 || up__is_broken(p) ||
-	    !up__last_slot_same(w, up__slot_at(p, w->last_head - 1)))
+	    !up__last_slot_same(w, w->last_slot))
 		return false;
 	/* [wait] sc: the EPIPE edge, as in up__write_check(); pairs with [wait]
 	 * sc in up__side_leave(). */

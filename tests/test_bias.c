@@ -253,6 +253,67 @@ static void merge_commit_checks_its_room(void)
 	up_pipe_release(p);
 }
 
+/* A forked child's copy of a writer end takes an entry of its own
+ * (fork.c), and each end keeps a pointer to its entry's busy word. Once the
+ * child is the lone writer and biased, its entry, not the parent's, must
+ * say it is inside: a second writer revoking the bias reads the owner's
+ * entry and would take the lock from a child inside a reservation. */
+static void forked_writer_marks_its_own_entry(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	uint32_t parent_idx;
+	int go[2], status;
+	char c = 1, buf[32];
+	pid_t pid;
+
+	need_membarrier();
+	p = pipe_rw(&r, &w);
+	CHECK_EQ(up_write(w, "parent", 6), 6);
+	parent_idx = w->idx;
+	CHECK_SYS(pipe2(go, O_CLOEXEC));
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct iovec iov[2];
+		int cnt = 2;
+
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(1);
+		/* The parent's copy is closed: the lock biases to us. */
+		if (up_write(w, "child", 5) != 5)
+			_exit(2);
+		if (w->idx == parent_idx || !w->biased)
+			_exit(3);
+		if (up_reserve(w, 10, iov, &cnt) != 10)
+			_exit(4);
+		memcpy(iov[0].iov_base, "0123456789", 10);
+		if (atomic_load(&p->ends[w->idx].busy) != UP_BUSY_IN ||
+		    atomic_load(&p->ends[parent_idx].busy) == UP_BUSY_IN)
+			_exit(5);
+		if (up_commit(w, 10) != 0)
+			_exit(6);
+		if (atomic_load(&p->ends[w->idx].busy) != UP_BUSY_OUT)
+			_exit(7);
+		up_close(w);
+		up_close(r);
+		_exit(0);
+	}
+	close(go[0]);
+	CHECK_OK(up_close(w));
+	CHECK_EQ(write(go[1], &c, 1), 1);
+	close(go[1]);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), 0);
+	read_exactly(r, buf, 21);
+	CHECK(memcmp(buf, "parentchild0123456789", 21) == 0);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 0);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 /*
  * The lone writer's short way for small writes (up__ring_write_small) with
  * room in the last page must keep every rule of the long way: a write ends
@@ -1081,6 +1142,7 @@ int main(int argc, char **argv)
 	RUN(blocking_second_writer_is_woken_at_commit);
 	RUN(former_owner_does_not_wait_for_a_reservation);
 	RUN(merge_commit_checks_its_room);
+	RUN(forked_writer_marks_its_own_entry);
 	RUN(short_way_keeps_the_rules);
 	RUN(joined_writer_keeps_big_reservations_apart);
 	RUN(owner_close_clears_a_mark);

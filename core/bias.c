@@ -42,7 +42,7 @@ void up__busy_wake(struct up_end *w)
 {
 	uint64_t sc = 0;
 
-	w->waker->ops->wake(w->waker, &w->p->ends[w->idx].busy, UP_WAKE_ALL, &sc);
+	w->waker->ops->wake(w->waker, w->busy, UP_WAKE_ALL, &sc);
 	up__count(&w->c.syscalls, sc);
 	up__count(&w->c.wakes, 1);
 }
@@ -211,7 +211,7 @@ __attribute__((noinline)) int up__biased_take_slow(struct up_end *e, struct up_s
 		/* Before the bias: see bias_forged(). */
 		up__held_set(e, UP_HELD_BIAS);
 		/* relaxed: published by the word's release below. */
-		atomic_store_explicit(&p->ends[e->idx].busy, UP_BUSY_IN, memory_order_relaxed);
+		atomic_store_explicit(e->busy, UP_BUSY_IN, memory_order_relaxed);
 		/* [wait] sc: a writer's bias before the word's release and every
 		 * release store of len it allows; pairs with [wait] sc in
 		 * up__wait_fence(). */
@@ -254,7 +254,7 @@ void up__bias_give_up(struct up_end *e)
 	e->last_ok = false;
 	/* Out for good: a revoker that could not fence waits for this.
 	 * [busy] rel: pairs with [busy] acq in bias_revoke(). */
-	atomic_store_explicit(&e->p->ends[e->idx].busy, UP_BUSY_ACK, memory_order_release);
+	atomic_store_explicit(e->busy, UP_BUSY_ACK, memory_order_release);
 	up__held_clear(e, UP_HELD_BIAS);
 	up__busy_wake(e);
 	if (up__lock_take(e, &l->word, true) < 0)

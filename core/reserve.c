@@ -31,12 +31,17 @@ static ssize_t reserve_merge(struct up_end *w, size_t len, struct iovec *iov, in
 	r = up__merge_open(w, len, &s, &have, &pg, try);
 	if (r <= 0)
 		return r;
-	/* relaxed: head is written only under the lock we hold. */
-	return up__resv_merge_give(w, len, iov, iovcnt,
-			       w->last_ok ? w->last_head
-					  : atomic_load_explicit(&w->p->ln->prod.head,
-								 memory_order_relaxed),
-			       pg, have);
+	iov[0].iov_base = up__page_ptr(w->p, pg) + have;
+	iov[0].iov_len = len;
+	*iovcnt = 1;
+	w->resv_merge = true;
+	w->resv_bytes = len;
+	/* Where the room is, for a commit without last_ok (commit_merge()).
+	 * relaxed: head is written only under the lock we hold. */
+	w->resv_head = atomic_load_explicit(&w->p->ln->prod.head, memory_order_relaxed);
+	w->resv_pg = pg;
+	w->resv_len = have;
+	return (ssize_t)len;
 }
 
 /* Publish the first @n bytes of a merge reservation; drops the lock. */

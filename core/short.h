@@ -72,23 +72,6 @@ static inline size_t up__ring_read_small(struct up_end *rd, void *buf, size_t le
 	return len;
 }
 
-
-/* Holding the writers' lock: hand out the @len bytes after @have in page @pg
- * of slot @head - 1 as the reservation. */
-static inline ssize_t up__resv_merge_give(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt,
-			       uint32_t head, uint32_t pg, uint32_t have)
-{
-	iov[0].iov_base = up__page_ptr(w->p, pg) + have;
-	iov[0].iov_len = len;
-	*iovcnt = 1;
-	w->resv_merge = true;
-	w->resv_bytes = len;
-	w->resv_head = head;
-	w->resv_pg = pg;
-	w->resv_len = have;
-	return (ssize_t)len;
-}
-
 /*
  * The lone writer's short way (see up__ring_write_small()): the room in the
  * last page, keeping up__ring_reserve()'s rule for a writer that has just

@@ -153,6 +153,9 @@ unsigned up__uw_cq_reap(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 			int *result);
 void up__uw_cancel(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 		   int *result, uint64_t *syscalls);
+void up__uw_drain_wakes(struct uw_ring *uw);
+int up__uw_probe_ok(struct io_uring *ring);
+int up__uw_selftest_ok(struct uw_ring *uw);
 
 /* poll_ring.c: poll mode (the ops' pollfd/arm/disarm). */
 int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls);

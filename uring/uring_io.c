@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * uring_io.c - a thread's ring (struct uw_ring): setup, publishing SQEs, io_uring_enter,
- * reaping CQEs, cancelling what a wait left armed.
+ * uring_io.c - a thread's ring (struct uw_ring): setup, the opcode probe and
+ * the futex self-test, publishing SQEs, io_uring_enter, reaping CQEs,
+ * cancelling what a wait left armed, draining queued wakes.
  *
  * We publish SQEs and enter the kernel ourselves (up__uw_sq_publish(),
  * up__uw_enter()) instead of calling io_uring_submit*(): the system-call
@@ -270,4 +271,104 @@ void up__uw_cancel(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 			return;
 		}
 	}
+}
+
+/*
+ * Let queued wakes reach the kernel before the ring goes away. With SQPOLL a
+ * wake is only an SQE until the SQ thread issues it, and tearing the ring
+ * down drops unconsumed SQEs: an endpoint that wakes its peer and closes at
+ * once (the last write before close) would otherwise lose that wakeup and
+ * leave the peer asleep until its timeout. Successful wakes post no CQE, so
+ * queue a NOP behind them: SQEs are issued in order, so its CQE means every
+ * wake before it has run. Bounded (about 1 s) so a wedged ring cannot hang
+ * close; without SQPOLL the SQ is normally empty and this costs nothing.
+ */
+void up__uw_drain_wakes(struct uw_ring *uw)
+{
+	const struct __kernel_timespec ts = { .tv_sec = 0,
+					      .tv_nsec = 100000000LL };
+	struct io_uring_sqe *sqe;
+	uint64_t calls = 0;
+	unsigned inflight = 1;
+	int dummy = UW_PENDING, round;
+
+	if (uw->broken || up__uw_sq_publish(uw) == 0)
+		return;
+	sqe = up__uw_sqe_get(uw, &calls);
+	if (!sqe)
+		return;
+	io_uring_prep_nop(sqe);
+	/* Generation 0 belongs to no wait, so up__uw_cq_reap() counts it here. */
+	sqe->user_data = UW_TAG(0, UW_CANCEL);
+	for (round = 0; inflight && round < 10; round++) {
+		int r = up__uw_enter(uw, up__uw_sq_publish(uw), 1,
+				     IORING_ENTER_GETEVENTS, &ts, &calls);
+
+		up__uw_cq_reap(uw, 0, &inflight, &dummy);
+		if (r < 0 && r != -EINTR && r != -ETIME)
+			break;
+	}
+}
+
+/* Whether this kernel knows every opcode a wait and a wake use. */
+int up__uw_probe_ok(struct io_uring *ring)
+{
+	struct io_uring_probe *p = io_uring_get_probe_ring(ring);
+	int ok;
+
+	if (!p)
+		return 0;
+	ok = io_uring_opcode_supported(p, UP__IORING_OP_FUTEX_WAIT) &&
+	     io_uring_opcode_supported(p, UP__IORING_OP_FUTEX_WAKE) &&
+	     io_uring_opcode_supported(p, IORING_OP_POLL_ADD) &&
+	     io_uring_opcode_supported(p, IORING_OP_ASYNC_CANCEL);
+	io_uring_free_probe(p);
+	return ok;
+}
+
+/*
+ * The probe only says the opcodes exist. Run one FUTEX_WAIT whose value
+ * differs (must give -EAGAIN) and one FUTEX_WAKE (must give >= 0), so a
+ * kernel that rejects our hand-made encoding is found here, not in a sleep.
+ */
+int up__uw_selftest_ok(struct uw_ring *uw)
+{
+	_Atomic uint32_t word = 1;
+	uint64_t calls = 0;
+	unsigned inflight = 2; /* the FUTEX_WAIT and the FUTEX_WAKE below */
+	int got_wait = 0, got_wake = 0, tries;
+	struct io_uring_sqe *sqe;
+
+	sqe = io_uring_get_sqe(&uw->ring);
+	if (!sqe)
+		return 0;
+	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAIT, &word, 0, UW_TAG(1, UW_FUTEX));
+	sqe = io_uring_get_sqe(&uw->ring);
+	if (!sqe)
+		return 0;
+	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAKE, &word, INT32_MAX,
+		      UW_TAG(1, UW_WAKE));
+	for (tries = 0; inflight && tries < 20; tries++) {
+		const struct __kernel_timespec ts = { .tv_sec = 0,
+						      .tv_nsec = 50000000 };
+		struct io_uring_cq *cq = &uw->ring.cq;
+		unsigned head, tail;
+		int r = up__uw_enter(uw, up__uw_sq_publish(uw), inflight,
+				     IORING_ENTER_GETEVENTS, &ts, &calls);
+
+		if (r < 0 && r != -EINTR && r != -ETIME)
+			return 0;
+		tail = up__uw_cq_peek(cq, &head);
+		for (; head != tail && inflight; head++, inflight--) {
+			const struct io_uring_cqe *c =
+				&cq->cqes[head & cq->ring_mask];
+
+			if ((c->user_data & 0xff) == UW_FUTEX)
+				got_wait = c->res == -EAGAIN;
+			else
+				got_wake = c->res >= 0;
+		}
+		up__uw_cq_advance(cq, head);
+	}
+	return !inflight && got_wait && got_wake;
 }

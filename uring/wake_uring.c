@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wake_uring.c - the io_uring sleep/wake backend (see core/wake.h): making
- * a waker (probe, self-test), wait, wake, destroy, and its ops table.
+ * a waker (the thread's ring, probed and self-tested by uring_io.c), wait,
+ * wake, destroy, and its ops table.
  *
  * The rings that sleep and wake belong to threads, not to endpoints: each
  * thread has at most one of each flavour (plain, and SQPOLL for pipes made
@@ -29,7 +30,7 @@
  *  - Queued wakes reach the kernel before their segment may be unmapped:
  *    with SQPOLL a wake is an SQE until the SQ thread takes it, so an end's
  *    destroy drains the calling thread's SQPOLL ring, and a thread's exit
- *    drains both (drain_wakes()).
+ *    drains both (up__uw_drain_wakes()).
  *
  * A wait arms, in one submission, an IORING_OP_FUTEX_WAIT on the
  * shared word plus one IORING_OP_POLL_ADD(POLLIN) per peer pidfd (a pidfd
@@ -49,7 +50,7 @@
  * there is none while the SQ thread is awake. Skipping the success CQE keeps
  * the CQ free of wake traffic, so with SQPOLL a late wake completion cannot
  * end a later wait's sleep early. Destroy pushes still-unissued wakes out
- * first (drain_wakes()).
+ * first (up__uw_drain_wakes()).
  *
  * A thread ring is only ever entered by its thread, but it is not
  * IORING_SETUP_SINGLE_ISSUER (nothing here relies on that) and its fd is
@@ -445,42 +446,6 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 	return r;
 }
 
-/*
- * Let queued wakes reach the kernel before the ring goes away. With SQPOLL a
- * wake is only an SQE until the SQ thread issues it, and tearing the ring
- * down drops unconsumed SQEs: an endpoint that wakes its peer and closes at
- * once (the last write before close) would otherwise lose that wakeup and
- * leave the peer asleep until its timeout. Successful wakes post no CQE, so
- * queue a NOP behind them: SQEs are issued in order, so its CQE means every
- * wake before it has run. Bounded (about 1 s) so a wedged ring cannot hang
- * close; without SQPOLL the SQ is normally empty and this costs nothing.
- */
-static void drain_wakes(struct uw_ring *uw)
-{
-	const struct __kernel_timespec ts = { .tv_sec = 0,
-					      .tv_nsec = 100000000LL };
-	struct io_uring_sqe *sqe;
-	uint64_t calls = 0;
-	unsigned inflight = 1;
-	int dummy = UW_PENDING, round;
-
-	if (uw->broken || up__uw_sq_publish(uw) == 0)
-		return;
-	sqe = up__uw_sqe_get(uw, &calls);
-	if (!sqe)
-		return;
-	io_uring_prep_nop(sqe);
-	/* Generation 0 belongs to no wait, so up__uw_cq_reap() counts it here. */
-	sqe->user_data = UW_TAG(0, UW_CANCEL);
-	for (round = 0; inflight && round < 10; round++) {
-		int r = up__uw_enter(uw, up__uw_sq_publish(uw), 1,
-				     IORING_ENTER_GETEVENTS, &ts, &calls);
-
-		up__uw_cq_reap(uw, 0, &inflight, &dummy);
-		if (r < 0 && r != -EINTR && r != -ETIME)
-			break;
-	}
-}
 
 static void uw_destroy(struct up__waker *w)
 {
@@ -496,7 +461,7 @@ static void uw_destroy(struct up__waker *w)
 		tr = uw_tls.r[1];
 		if (tr && !tr->busy && !tr->broken && tr->owner == getpid()) {
 			tring_enter(tr);
-			drain_wakes(tr);
+			up__uw_drain_wakes(tr);
 			tring_leave(tr);
 		}
 	}
@@ -507,7 +472,7 @@ static void uw_destroy(struct up__waker *w)
 
 static void tring_free(struct uw_ring *tr)
 {
-	drain_wakes(tr);
+	up__uw_drain_wakes(tr);
 	io_uring_queue_exit(&tr->ring);
 	up__free(tr);
 }
@@ -523,68 +488,6 @@ static const struct up__wake_ops uw_ops = UW_OPS("io_uring");
 static const struct up__wake_ops uw_ops_sqpoll = UW_OPS("io_uring-sqpoll");
 #undef UW_OPS
 
-/* Whether this kernel knows every opcode a wait and a wake use. */
-static int probe_ok(struct io_uring *ring)
-{
-	struct io_uring_probe *p = io_uring_get_probe_ring(ring);
-	int ok;
-
-	if (!p)
-		return 0;
-	ok = io_uring_opcode_supported(p, UP__IORING_OP_FUTEX_WAIT) &&
-	     io_uring_opcode_supported(p, UP__IORING_OP_FUTEX_WAKE) &&
-	     io_uring_opcode_supported(p, IORING_OP_POLL_ADD) &&
-	     io_uring_opcode_supported(p, IORING_OP_ASYNC_CANCEL);
-	io_uring_free_probe(p);
-	return ok;
-}
-
-/*
- * The probe only says the opcodes exist. Run one FUTEX_WAIT whose value
- * differs (must give -EAGAIN) and one FUTEX_WAKE (must give >= 0), so a
- * kernel that rejects our hand-made encoding is found here, not in a sleep.
- */
-static int selftest_ok(struct uw_ring *uw)
-{
-	_Atomic uint32_t word = 1;
-	uint64_t calls = 0;
-	unsigned inflight = 2; /* the FUTEX_WAIT and the FUTEX_WAKE below */
-	int got_wait = 0, got_wake = 0, tries;
-	struct io_uring_sqe *sqe;
-
-	sqe = io_uring_get_sqe(&uw->ring);
-	if (!sqe)
-		return 0;
-	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAIT, &word, 0, UW_TAG(1, UW_FUTEX));
-	sqe = io_uring_get_sqe(&uw->ring);
-	if (!sqe)
-		return 0;
-	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAKE, &word, INT32_MAX,
-		      UW_TAG(1, UW_WAKE));
-	for (tries = 0; inflight && tries < 20; tries++) {
-		const struct __kernel_timespec ts = { .tv_sec = 0,
-						      .tv_nsec = 50000000 };
-		struct io_uring_cq *cq = &uw->ring.cq;
-		unsigned head, tail;
-		int r = up__uw_enter(uw, up__uw_sq_publish(uw), inflight,
-				     IORING_ENTER_GETEVENTS, &ts, &calls);
-
-		if (r < 0 && r != -EINTR && r != -ETIME)
-			return 0;
-		tail = up__uw_cq_peek(cq, &head);
-		for (; head != tail && inflight; head++, inflight--) {
-			const struct io_uring_cqe *c =
-				&cq->cqes[head & cq->ring_mask];
-
-			if ((c->user_data & 0xff) == UW_FUTEX)
-				got_wait = c->res == -EAGAIN;
-			else
-				got_wake = c->res >= 0;
-		}
-		up__uw_cq_advance(cq, head);
-	}
-	return !inflight && got_wait && got_wake;
-}
 
 /* A thread's ring, tested; NULL when io_uring or its futex opcodes are
  * refused here. */
@@ -623,9 +526,9 @@ static struct uw_ring *tring_new(int sqpoll)
 	 * ring's self-test completes inline and still runs (a seccomp filter
 	 * can be a thread's own). relaxed: the cache of up__waker_uring_new(). */
 	known = atomic_load_explicit(&uw_probed[uw->sqpoll], memory_order_relaxed) == 1;
-	if (!known && !probe_ok(&uw->ring))
+	if (!known && !up__uw_probe_ok(&uw->ring))
 		goto err_exit;
-	if (!(known && sqpoll) && !selftest_ok(uw))
+	if (!(known && sqpoll) && !up__uw_selftest_ok(uw))
 		goto err_exit;
 	/* A forked child must not drive its parent's ring through shared
 	 * mappings: keep them out of the child, so misuse faults loudly

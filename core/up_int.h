@@ -345,11 +345,18 @@ int up__sleep_begin(struct up_end *e, _Atomic uint32_t *word, bool seq, uint64_t
 void up__sleep_end(struct up_end *e);
 void up__kick(struct up_end *e);
 
-/* fence.c: asymmetric fences. Has process @self registered for
- * MEMBARRIER_CMD_GLOBAL_EXPEDITED (registering on first call)? Then a full
- * barrier on all its running threads: 0 or -errno. */
+/* fence.c: asymmetric fences. Has process @self registered for the
+ * private and the global expedited barriers (registering on first call)?
+ * Then up__membarrier(): a full barrier on every running thread that
+ * @reach names, 0 or -errno. */
 bool up__membarrier_registered(pid_t self, uint64_t *syscalls);
-int up__membarrier(uint64_t *syscalls);
+/* How far a barrier must reach (fence.c has which command does what). */
+enum up_fence_reach {
+	UP_FENCE_OWN,      /* the threads of this process */
+	UP_FENCE_ANY,      /* every process; exclusion rests on it */
+	UP_FENCE_ANY_FAST, /* every registered process, as a rule; a wake rests on it */
+};
+int up__membarrier(enum up_fence_reach reach, uint64_t *syscalls);
 
 /* live.c: liveness by OFD locks on the memfd, one byte per entry. */
 #define UP_LIVE_OWNER    0u /* the entry's owner */

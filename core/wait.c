@@ -220,11 +220,24 @@ uint64_t up__wait_fence(struct up_end *e, struct up_shm_wait *wl)
 	 * before our load is seen, one set after it is followed by the
 	 * setter's word release and then by every store we must see;
 	 * pairs with [wait] sc in up__biased_take_slow(). */
-	if (wl != &p->ln->rd_wait ||
-	    atomic_load_explicit(&p->ln->wlock.bias, memory_order_seq_cst) == 0)
+	uint32_t owner = wl == &p->ln->rd_wait
+				 ? atomic_load_explicit(&p->ln->wlock.bias, memory_order_seq_cst) &
+					   ~UP_BIAS_REVOKE
+				 : 0;
+	uint32_t idx = owner & UP_END_ROLE_MASK;
+
+	if (owner == 0)
 		return UINT64_MAX;
 	if (e->nofence_ns == 0) {
-		if (up__membarrier_registered(e->pid, &sc) && up__membarrier(&sc) == 0) {
+		/* The owner a thread of ours: the private barrier, exact. One
+		 * elsewhere: the global expedited one, which can miss its CPU
+		 * (fence.c); that costs this sleep its wake, never data. */
+		enum up_fence_reach reach = idx != 0 && idx <= p->g.max_ends &&
+							    up__live_own(p, idx - 1)
+						    ? UP_FENCE_OWN
+						    : UP_FENCE_ANY_FAST;
+
+		if (up__membarrier_registered(e->pid, &sc) && up__membarrier(reach, &sc) == 0) {
 			/* [wait] mb: pairs with [wait] mb in up__progress_store(). */
 			up__count(&e->c.syscalls, sc);
 			return UINT64_MAX;

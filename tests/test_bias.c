@@ -553,7 +553,7 @@ static void unfenced_writer_passes_an_idle_owner(void)
 
 		/* The owner is the parent's w alone: our copies go first. */
 		harness_close_inherited((struct up_end *[]){ r, w }, 2);
-		if (deny_membarrier() != 0 || up__membarrier(&sc) == 0)
+		if (deny_membarrier() != 0 || up__membarrier(UP_FENCE_ANY, &sc) == 0)
 			_exit(10); /* could not set the test up */
 		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, UP_WR, &b) < 0 ||
 		    up_open(q, UP_WR | UP_NONBLOCK, &nb) < 0)
@@ -705,7 +705,7 @@ static void reader_refused_membarrier_makes_writers_fence(void)
 		uint64_t sc = 0, b;
 
 		harness_close_inherited((struct up_end *[]){ r, w }, 2);
-		if (deny_membarrier() != 0 || up__membarrier(&sc) == 0)
+		if (deny_membarrier() != 0 || up__membarrier(UP_FENCE_ANY, &sc) == 0)
 			_exit(10);
 		if (up_pipe_attach(up_pipe_fd(p), &q) < 0 || up_open(q, UP_RD, &cr) < 0)
 			_exit(1);

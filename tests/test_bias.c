@@ -848,6 +848,12 @@ static void rec_take(struct rec_stream *rs, size_t k)
 				(unsigned long long)rs->recs);
 			CHECK(false);
 		}
+		if (x.seq != rs->next[x.who])
+			/* Which writer, and where: a record of A lost beside B's
+			 * joins is two writers at one offset. */
+			fprintf(stderr, "record %llu: writer %u's seq %u, expected %u (%s)\n",
+				(unsigned long long)rs->recs, x.who, x.seq, rs->next[x.who],
+				x.seq > rs->next[x.who] ? "one or more lost" : "seen twice");
 		CHECK_EQ(x.seq, rs->next[x.who]);
 		rs->next[x.who]++;
 		rs->recs++;

@@ -119,7 +119,7 @@ struct up_pipe {
 #define UP_STREAK_MIN    4u
 #define UP_SPIN_INIT_NS  20000u /* first spin budget before sleeping */
 #define UP_SPIN_MIN_NS   10000u
-#define UP_SPIN_MAX_NS   50000u
+#define UP_SPIN_MAX_NS   100000u /* and the longest sleep it learns from (wait.c) */
 /* The longest spin while the other side is inside a call that ends the
  * wait (wait.c, peer_inside()): a reader's work on a pipe's worth. */
 #define UP_SPIN_INSIDE_NS 500000u

@@ -167,6 +167,24 @@ static int spin_for(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struc
 	return 0;
 }
 
+/*
+ * A sleep that ended in what we waited for, @slept ns after it began: when
+ * that was shorter than the longest spin, the waits of this stream are
+ * that short (messages a few tens of µs apart), and the budget grows to
+ * cover the next one with a quarter to spare. Without this a budget shrunk
+ * below the gap never grows again: it doubles only on a spin that found
+ * data, and every spin ended before the data came. A spin costs the core
+ * for as long as it lasts; here no longer than the sleep it replaces.
+ */
+static void spin_learn(struct up_end *e, uint64_t slept)
+{
+	uint64_t want = slept + slept / 4;
+
+	if (slept >= UP_SPIN_MAX_NS || want <= e->spin_ns)
+		return;
+	e->spin_ns = want < UP_SPIN_MAX_NS ? (uint32_t)want : UP_SPIN_MAX_NS;
+}
+
 /* The sleep until the peers' locks are next due to be asked (one slice
  * after the last check, up__peers_reap()), so that a sleep cut short and
  * begun again never pushes the check back: a dead peer is seen within
@@ -299,6 +317,8 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		if (r == 0)
 			r = up__sleep_begin(e, &wl->seq, true, &slice);
 		if (r == 0) {
+			uint64_t t_sleep = up__now_ns();
+
 			up__count(&e->c.waits, 1);
 			r = e->waker->ops->wait(e->waker, &wl->seq, s, slice, e->peer_pidfds, e->npeer,
 						&sc);
@@ -329,6 +349,8 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 				r = 0;
 			if (r == 0)
 				r = ready(e);
+			if (r > 0)
+				spin_learn(e, up__now_ns() - t_sleep);
 		}
 		up__announce_mark(e, UP_ARMED_LINE_NONE);
 		/* [wait] sc: no longer a sleeper; pairs with [wait] sc in

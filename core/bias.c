@@ -124,8 +124,7 @@ static int bias_revoke(struct up_end *w, struct up_shm_lock *l, uint32_t b, bool
 		 * entry) is reached by the private barrier; one elsewhere only
 		 * by the grace-period one (fence.c: the global expedited
 		 * barrier can skip the owner's CPU). */
-		fenced = up__membarrier(up__live_own(p, idx - 1) ? UP_FENCE_OWN : UP_FENCE_ANY,
-					&sc) == 0;
+		fenced = up__membarrier(up__reach_of(p, owner, UP_FENCE_ANY), &sc) == 0;
 		up__count(&w->c.syscalls, sc);
 		up__count(&w->c.revokes, 1);
 		if (fenced)

@@ -378,6 +378,16 @@ static inline bool up__live_own(struct up_pipe *p, uint32_t idx)
 	return (atomic_load_explicit(&p->own, memory_order_relaxed) >> idx) & 1;
 }
 
+/* The barrier that reaches the end whose lock id is @owner: the private one
+ * when the end is this process's own (fence.c), else @far. */
+static inline enum up_fence_reach up__reach_of(struct up_pipe *p, uint32_t owner,
+					       enum up_fence_reach far)
+{
+	uint32_t idx = owner & UP_END_ROLE_MASK;
+
+	return idx != 0 && idx <= p->g.max_ends && up__live_own(p, idx - 1) ? UP_FENCE_OWN : far;
+}
+
 /* numa.c */
 int up__numa_bind(void *addr, size_t len, int node);
 int up__numa_node_of(const void *addr);

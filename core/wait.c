@@ -242,7 +242,6 @@ uint64_t up__wait_fence(struct up_end *e, struct up_shm_wait *wl)
 				 ? atomic_load_explicit(&p->ln->wlock.bias, memory_order_seq_cst) &
 					   ~UP_BIAS_REVOKE
 				 : 0;
-	uint32_t idx = owner & UP_END_ROLE_MASK;
 
 	if (owner == 0)
 		return UINT64_MAX;
@@ -250,12 +249,8 @@ uint64_t up__wait_fence(struct up_end *e, struct up_shm_wait *wl)
 		/* The owner a thread of ours: the private barrier, exact. One
 		 * elsewhere: the global expedited one, which can miss its CPU
 		 * (fence.c); that costs this sleep its wake, never data. */
-		enum up_fence_reach reach = idx != 0 && idx <= p->g.max_ends &&
-							    up__live_own(p, idx - 1)
-						    ? UP_FENCE_OWN
-						    : UP_FENCE_ANY_FAST;
-
-		if (up__membarrier_registered(e->pid, &sc) && up__membarrier(reach, &sc) == 0) {
+		if (up__membarrier_registered(e->pid, &sc) &&
+		    up__membarrier(up__reach_of(p, owner, UP_FENCE_ANY_FAST), &sc) == 0) {
 			/* [wait] mb: pairs with [wait] mb in up__progress_store(). */
 			up__count(&e->c.syscalls, sc);
 			return UINT64_MAX;

@@ -277,7 +277,16 @@ int up__peers_reap(struct up_end *e)
 	/* [ends-gen] acq: the table as of this generation; pairs with
 	 * [ends-gen] rel in up__end_claim(). */
 	uint32_t gen = atomic_load_explicit(&p->ln->state.ends_gen, memory_order_acquire);
+	bool closed = false;
 
+	/* Drained before the locks are asked: a close after this look fires
+	 * the next poll. */
+	if (e->peer_ino) {
+		uint32_t seq = up__closewatch_drain(e->peer_pidfds[e->npeer], &sc);
+
+		closed = seq != e->cw_seen;
+		e->cw_seen = seq;
+	}
 	for (i = 0; i < p->g.max_ends; i++) {
 		/* [end-state] acq: the entry as its claim or free left it;
 		 * pairs with [end-state] acq_rel in up__end_claim() and
@@ -304,6 +313,11 @@ int up__peers_reap(struct up_end *e)
 		up__wake_all(e, &p->ln->wr_wait);
 	}
 	e->live_ns = up__coarse_ns();
+	/* A description closed and every lock is still held: the kernel
+	 * reports the close before it drops the locks (closewatch.c). Look
+	 * again one short slice from now, not a whole one. */
+	if (closed && !reaped && !fixed)
+		e->live_ns -= UP_WAIT_SLICE_NS - UP_CLOSE_RECHECK_NS;
 	return reaped + fixed;
 }
 
@@ -350,6 +364,7 @@ static void close_pidfds(struct up_end *e)
 	for (i = 0; i < e->npeer; i++)
 		close(e->peer_pidfds[i]);
 	e->npeer = 0;
+	e->peer_ino = false;
 }
 
 void up__peers_forget(struct up_end *e)
@@ -378,7 +393,8 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 	int n = 0, j, gone = 0;
 
 	if (e->peers_gen == gen + 1 && e->peers_role == role)
-		return 0;
+		/* A close another end drained since our last look. */
+		return e->peer_ino && up__closewatch_seq() != e->cw_seen;
 	close_pidfds(e);
 	e->peers_blind = 0;
 	for (i = 0; i < p->g.max_ends; i++) {
@@ -417,6 +433,15 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 			gone = 1; /* already gone: no pidfd will ever fire for it */
 		else
 			e->peers_blind++;
+	}
+	/* Peers no pidfd watches: the close of their description does. */
+	if (e->peers_blind) {
+		int fd = up__closewatch_fd(p, &sc);
+
+		if (fd >= 0) {
+			e->peer_pidfds[e->npeer] = fd;
+			e->peer_ino = true;
+		}
 	}
 	up__count(&e->c.syscalls, sc);
 	/* +1 so that 0 means "never built". */

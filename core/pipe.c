@@ -77,6 +77,7 @@ void up__pipe_put(struct up_pipe *p)
 	 * itself, run by every dropper. */
 	if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1) {
 		up__fork_untrack_pipe(p);
+		up__closewatch_drop(p);
 		up__shm_unmap(p);
 	}
 }

@@ -45,6 +45,8 @@
  * how late a peer's death is noticed there. */
 #define UP_WAIT_SLICE_NS 50000000ull /* 50 ms */
 #define UP_WAIT_SLICE_MIN_NS 1000000ull /* the shortest sleep slice_left() asks */
+/* After a close event that found every lock held (closewatch.c, peer.c). */
+#define UP_CLOSE_RECHECK_NS 2000000ull
 /* Liveness while a call never sleeps (up__live_tick()): the clock is read
  * every UP_LIVE_CALLS calls, and the peers' locks asked at most every
  * UP_LIVE_CHECK_NS, so a streaming end notices a dead peer within about

@@ -84,6 +84,7 @@ static struct up_pipe *pipe_alloc(void)
 		return NULL;
 	}
 	p->fd = -1;
+	p->cw_wd = -1;
 	atomic_init(&p->refs, 1);
 	return p;
 }

@@ -97,6 +97,10 @@ struct up_pipe {
 	_Atomic uint64_t own;
 	struct up_pipe *proc_next, *proc_prev; /* every handle of the process (fork.c) */
 	bool unmapped; /* a fork child lost the mapping (live.c): ends refuse */
+	/* closewatch.c, under its lock: the inotify watch on fd (-1: none)
+	 * and the up__live_gen() it was made under. */
+	int cw_wd;
+	uint32_t cw_gen;
 	pthread_mutex_t mu;     /* guards ends_list and closed */
 	struct up_end *ends_list;
 	struct up__counters closed; /* counters of closed ends, folded in */
@@ -205,9 +209,13 @@ struct up_end {
 	bool fin_valid;
 
 	/* Peer-death watching (peer.c): pidfds of the processes whose death
-	 * should wake this end while it sleeps. */
-	int peer_pidfds[UP_MAX_PEER_FDS];
+	 * should wake this end while it sleeps, then, when peer_ino, the
+	 * process's inotify instance (closewatch.c; not ours to close) at
+	 * peer_pidfds[npeer], and the instance's seq at our last look. */
+	int peer_pidfds[UP_MAX_PEER_FDS + 1];
 	int npeer;
+	bool peer_ino;
+	uint32_t cw_seen;
 	uint32_t peers_gen;   /* ends_gen + 1 when built, 0 = never */
 	uint32_t peers_role;
 	int peers_blind;      /* live peers whose death no pidfd of ours signals */
@@ -363,6 +371,12 @@ int up__membarrier(enum up_fence_reach reach, uint64_t *syscalls);
 #define UP_LIVE_HANDOVER 1u /* a forking parent, for its child's entry */
 uint32_t up__live_gen(void);
 void up__live_forked(void);
+/* closewatch.c: the process's inotify instance, watching @p's memfd (or
+ * -errno); dropped with the last handle; drained (returns its seq). */
+int up__closewatch_fd(struct up_pipe *p, uint64_t *syscalls);
+void up__closewatch_drop(struct up_pipe *p);
+uint32_t up__closewatch_drain(int fd, uint64_t *syscalls);
+uint32_t up__closewatch_seq(void);
 int up__live_reopen(int fd);
 int up__live_private(struct up_pipe *p, uint64_t *syscalls);
 int up__live_hold(struct up_pipe *p, uint32_t idx, uint32_t which);

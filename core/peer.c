@@ -434,19 +434,36 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 		else
 			e->peers_blind++;
 	}
-	/* Peers no pidfd watches: the close of their description does. */
-	if (e->peers_blind) {
-		int fd = up__closewatch_fd(p, &sc);
-
-		if (fd >= 0) {
-			e->peer_pidfds[e->npeer] = fd;
-			e->peer_ino = true;
-		}
-	}
 	up__count(&e->c.syscalls, sc);
 	/* +1 so that 0 means "never built". */
 	e->peers_gen = gen + 1;
 	e->peers_role = role;
 	/* The pids were hints: the table changed, so ask every lock once. */
 	return 1 | gone;
+}
+
+/*
+ * Before a blocking sleep, after up__peers_watch(): peers no pidfd
+ * watches, or pidfds this end's sleep cannot poll (the futex backend; a
+ * fork child's end before its first sleep), are watched through the close
+ * of their description of the memfd (closewatch.c), at
+ * e->peer_pidfds[e->npeer]. Tried once per build of the list.
+ */
+void up__peers_closewatch(struct up_end *e)
+{
+	uint64_t sc = 0;
+	int fd;
+
+	if (e->peer_ino || e->cw_tried == e->peers_gen)
+		return;
+	e->cw_tried = e->peers_gen;
+	if (!e->peers_blind && (e->npeer == 0 || e->waker->ops->polls_fds))
+		return;
+	fd = up__closewatch_fd(e->p, &sc);
+	up__count(&e->c.syscalls, sc);
+	if (fd < 0)
+		return; /* the slice still bounds how late a death is seen */
+	e->peer_pidfds[e->npeer] = fd;
+	e->peer_ino = true;
+	e->cw_seen = up__closewatch_seq();
 }

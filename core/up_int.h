@@ -101,6 +101,7 @@ struct up_pipe {
 	 * and the up__live_gen() it was made under. */
 	int cw_wd;
 	uint32_t cw_gen;
+	struct up_pipe *cw_next; /* the next handle of the same watch */
 	pthread_mutex_t mu;     /* guards ends_list and closed */
 	struct up_end *ends_list;
 	struct up__counters closed; /* counters of closed ends, folded in */
@@ -216,6 +217,7 @@ struct up_end {
 	int npeer;
 	bool peer_ino;
 	uint32_t cw_seen;
+	uint32_t cw_tried;    /* peers_gen when the watch was last tried */
 	uint32_t peers_gen;   /* ends_gen + 1 when built, 0 = never */
 	uint32_t peers_role;
 	int peers_blind;      /* live peers whose death no pidfd of ours signals */
@@ -327,6 +329,7 @@ bool up__lock_owner_gone(struct up_end *e, uint32_t owner);
 /* @role: UP_END_READER, UP_END_WRITER, or UP_PEERS_ANY (every peer). */
 #define UP_PEERS_ANY 0xffffffffu
 int up__peers_watch(struct up_end *e, uint32_t role);
+void up__peers_closewatch(struct up_end *e);
 void up__peers_forget(struct up_end *e);
 /* Poll mode: is there a peer whose death no pidfd of e->peer_pidfds will
  * signal (peers_blind), or no pidfd at all (a peer process that comes after
@@ -377,6 +380,9 @@ int up__closewatch_fd(struct up_pipe *p, uint64_t *syscalls);
 void up__closewatch_drop(struct up_pipe *p);
 uint32_t up__closewatch_drain(int fd, uint64_t *syscalls);
 uint32_t up__closewatch_seq(void);
+/* For a sleep that cannot poll @fd (the futex backend): the thread that
+ * wakes such sleepers on a close (closewatch.c). */
+void up__closewatch_serve(int fd);
 int up__live_reopen(int fd);
 int up__live_private(struct up_pipe *p, uint64_t *syscalls);
 int up__live_hold(struct up_pipe *p, uint32_t idx, uint32_t which);

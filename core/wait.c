@@ -297,6 +297,7 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		 * peer already gone has no pidfd to fire: reap it now. */
 		if (up__peers_watch(e, peer_role))
 			up__peers_reap(e);
+		up__peers_closewatch(e);
 		/* Cheap unless the endpoint table changed since last time. */
 		up__sweep_orphans(e);
 		slice = slice_left(e);
@@ -333,8 +334,13 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 			} else {
 				/* Woken for something else: the peers are still
 				 * asked on schedule, so wakes that keep coming
-				 * cannot put a death off slice after slice. */
-				up__live_poll(e);
+				 * cannot put a death off slice after slice; at
+				 * once if the wake came with a close
+				 * (closewatch.c's thread). */
+				if (e->peer_ino && up__closewatch_seq() != e->cw_seen)
+					up__peers_reap(e);
+				else
+					up__live_poll(e);
 			}
 			/* An idle point of a reader: the trim looks at most
 			 * once per trim_ms (reclaim.c). */

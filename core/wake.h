@@ -44,6 +44,9 @@ struct up__waker;
 
 struct up__wake_ops {
 	const char *name; /* "io_uring", "io_uring-sqpoll", "futex" */
+	/* wait() returns when a peer fd turns readable; false: it cannot
+	 * poll them, and the caller gets the death some other way. */
+	bool polls_fds;
 	/*
 	 * Sleep while *word == expect, at most @timeout_ns (0 = no limit).
 	 * @peer_pidfds/@npeer: pidfds of peer processes to watch while asleep

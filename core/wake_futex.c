@@ -55,8 +55,10 @@ static int futex_wait_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t e
 			 uint64_t *syscalls)
 {
 	(void)w;
-	(void)peer_pidfds;
-	(void)npeer;
+	/* The pidfds cannot be polled from a futex wait. The process's
+	 * inotify instance, last when present, has a thread to do it. */
+	if (npeer > 0)
+		up__closewatch_serve(peer_pidfds[npeer - 1]);
 	return up__futex_wait(word, expect, timeout_ns, syscalls);
 }
 

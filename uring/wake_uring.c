@@ -480,7 +480,8 @@ static void tring_free(struct uw_ring *tr)
 /* The two flavours differ only in the name they report. */
 #define UW_OPS(nm)                                                 \
 	{                                                          \
-		.name = (nm), .wait = uw_wait, .wake = uw_wake,    \
+		.name = (nm), .polls_fds = true, .wait = uw_wait,  \
+		.wake = uw_wake,                                   \
 		.destroy = uw_destroy, .pollfd = up__uw_pollfd,    \
 		.arm = up__uw_arm, .disarm = up__uw_disarm,        \
 	}

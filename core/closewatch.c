@@ -29,19 +29,26 @@
  *    (fsnotify comes first in the final fput), so a woken end can find the
  *    peer's lock still held. A look after an event that found no one dead
  *    is followed by another a short while later (peer.c).
- *  - A fork child shares the instance with its parent: it makes its own on
- *    first use (up__live_gen() moved) and forgets the parent's watches.
+ *  - A fork child shares the instance with its parent: its fork handler
+ *    closes its copy and forgets the parent's watches and thread, and it
+ *    makes its own instance when it needs one. A handle's watch names the
+ *    instance it was made in (gen, bumped at each one made), so a handle
+ *    of the parent's never takes or drops a watch of the child's, whose
+ *    watch numbers start again at 1.
  *  - A sleeper that cannot poll an fd (the futex(2) backend) is served by a
  *    thread of the process, started by its first such sleep
  *    (up__closewatch_serve()): it drains the events and, for each watched
  *    memfd that saw a close, bumps both wait lines of the segment and wakes
  *    every sleeper on them. A bump is what a wake for all is anyway; the
  *    sleepers of other processes take it as a spurious wake. While the
- *    thread runs, only it drains. A thread blocked in poll(2) is not woken
- *    by a close of the fd it polls, so the instance is closed by the thread
- *    itself: removing the last watch queues IN_IGNORED, which wakes it, and
- *    the remover waits until it has closed the fd and gone (no descriptor
- *    outlives the last pipe that needed it).
+ *    thread runs, it alone drains and it alone may close the instance (a
+ *    thread blocked in poll(2) is not woken by a close of the fd it polls,
+ *    and a number closed under it could be reused by the application).
+ *    Removing the last watch queues IN_IGNORED, which wakes it; the remover
+ *    asks it to stop and waits until it has closed the fd and gone, or
+ *    until a new watch cancelled the request (the instance is in use
+ *    again). Where the removal failed, nothing wakes the thread: the
+ *    remover does not wait, and the instance stays open with its thread.
  *  - Where inotify cannot be had (no /proc, EMFILE, a seccomp filter), the
  *    sleep's slice still bounds how late a death is seen.
  */
@@ -66,51 +73,42 @@ struct cw_watch {
 static struct {
 	pthread_mutex_t mu;
 	int fd;                  /* the instance; -1 when none */
-	uint32_t gen;            /* up__live_gen() when fd was made */
+	uint32_t gen;            /* bumped at every instance made, never reused */
 	struct cw_watch *w;
 	uint32_t n, cap;
-	_Atomic uint32_t seq;    /* bumped by a drain that found events */
-	_Atomic bool thread;     /* the serving thread runs (for fd, this gen) */
-	bool stop;               /* the last watch went: the thread closes fd */
-	pthread_cond_t gone;     /* the thread has closed fd and returns */
+	_Atomic uint32_t seq;    /* bumped by every drain that found events */
+	_Atomic bool thread;     /* the serving thread runs; it owns fd */
+	bool spawn_failed;       /* pthread_create() refused once: slices only */
+	bool stop;               /* asked of the thread: close fd and return */
+	pthread_cond_t gone;     /* stop was met (thread gone) or cancelled */
 } cw = { .mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .gone = PTHREAD_COND_INITIALIZER };
 
 static pthread_once_t cw_once = PTHREAD_ONCE_INIT;
 
-/* fork() while another thread holds cw.mu would leave it held for good in
- * the child; the child has no serving thread. */
-static void cw_prepare(void)
-{
-	pthread_mutex_lock(&cw.mu);
-}
-
-static void cw_parent(void)
-{
-	pthread_mutex_unlock(&cw.mu);
-}
-
+/*
+ * In the child of fork(): one thread, no serving thread, and the lock and
+ * registry as some parent thread may have left them mid-change. The copy
+ * of the instance is closed here, before the application can reuse its
+ * number; the handles' watches are stale by their gen.
+ */
 static void cw_child(void)
 {
+	pthread_mutex_init(&cw.mu, NULL);
+	pthread_cond_init(&cw.gone, NULL);
+	if (cw.fd >= 0)
+		close(cw.fd);
+	cw.fd = -1;
+	cw.w = NULL; /* the parent's, maybe freed mid-growth: leaked */
+	cw.n = cw.cap = 0;
+	cw.stop = false;
+	cw.spawn_failed = false;
 	/* relaxed: the child has one thread. */
 	atomic_store_explicit(&cw.thread, false, memory_order_relaxed);
-	cw.stop = false;
-	pthread_mutex_unlock(&cw.mu);
 }
 
 static void cw_atfork(void)
 {
-	pthread_atfork(cw_prepare, cw_parent, cw_child);
-}
-
-/* Under cw.mu: the instance this process made, or none. */
-static void cw_own(void)
-{
-	if (cw.fd >= 0 && cw.gen != up__live_gen()) {
-		/* Inherited through fork(): the parent's, with its watches. */
-		close(cw.fd);
-		cw.fd = -1;
-		cw.n = 0;
-	}
+	pthread_atfork(NULL, NULL, cw_child);
 }
 
 static struct cw_watch *cw_find(int wd)
@@ -123,6 +121,23 @@ static struct cw_watch *cw_find(int wd)
 	return NULL;
 }
 
+/* Under cw.mu. */
+static bool cw_served(void)
+{
+	/* relaxed: cw.thread is written under cw.mu only. */
+	return atomic_load_explicit(&cw.thread, memory_order_relaxed);
+}
+
+/* Under cw.mu: close the instance if nothing needs it (no watch, no
+ * thread, which would own it). */
+static void cw_close_idle(void)
+{
+	if (cw.fd >= 0 && cw.n == 0 && !cw_served()) {
+		close(cw.fd);
+		cw.fd = -1;
+	}
+}
+
 int up__closewatch_fd(struct up_pipe *p, uint64_t *syscalls)
 {
 	char path[40];
@@ -131,7 +146,12 @@ int up__closewatch_fd(struct up_pipe *p, uint64_t *syscalls)
 
 	pthread_once(&cw_once, cw_atfork);
 	pthread_mutex_lock(&cw.mu);
-	cw_own();
+	if (cw.stop) {
+		/* A remover waits for the thread to close fd: it is needed
+		 * again, so the thread stays and the remover returns. */
+		cw.stop = false;
+		pthread_cond_broadcast(&cw.gone);
+	}
 	if (cw.fd >= 0 && p->cw_wd >= 0 && p->cw_gen == cw.gen) {
 		r = cw.fd;
 		goto out;
@@ -157,17 +177,14 @@ int up__closewatch_fd(struct up_pipe *p, uint64_t *syscalls)
 			r = -errno;
 			goto out;
 		}
-		cw.gen = up__live_gen();
+		cw.gen++;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", p->fd);
 	*syscalls += 1;
 	wd = inotify_add_watch(cw.fd, path, IN_CLOSE_WRITE | IN_CLOSE_NOWRITE);
 	if (wd < 0) {
 		r = -errno;
-		if (cw.n == 0) {
-			close(cw.fd);
-			cw.fd = -1;
-		}
+		cw_close_idle();
 		goto out;
 	}
 	w = cw_find(wd);
@@ -176,7 +193,6 @@ int up__closewatch_fd(struct up_pipe *p, uint64_t *syscalls)
 		*w = (struct cw_watch){ .wd = wd };
 	}
 	w->refs++;
-	cw.stop = false; /* a watch again: the thread, if any, serves on */
 	p->cw_next = w->pipes;
 	w->pipes = p;
 	p->cw_wd = wd;
@@ -190,39 +206,31 @@ out:
 void up__closewatch_drop(struct up_pipe *p)
 {
 	struct cw_watch *w;
+	struct up_pipe **pp;
+	bool ignored;
 
 	if (p->cw_wd < 0)
 		return;
 	pthread_mutex_lock(&cw.mu);
-	cw_own();
-	if (cw.fd >= 0 && p->cw_gen == cw.gen && (w = cw_find(p->cw_wd))) {
-		struct up_pipe **pp = &w->pipes;
-
-		while (*pp && *pp != p)
-			pp = &(*pp)->cw_next;
-		if (*pp)
-			*pp = p->cw_next;
-		if (--w->refs == 0) {
-			bool ignored = inotify_rm_watch(cw.fd, w->wd) == 0;
-
-			*w = cw.w[--cw.n];
-			/* relaxed: written under cw.mu, held here. */
-			if (cw.n == 0 && atomic_load_explicit(&cw.thread, memory_order_relaxed)) {
-				/* The removal queued IN_IGNORED, which wakes
-				 * the thread: it closes fd and says so. A
-				 * removal that failed wakes no one: the
-				 * thread closes fd at its next event. */
-				cw.stop = true;
-				/* relaxed: written under cw.mu, which the wait
-				 * takes back before each look. */
-				while (ignored && atomic_load_explicit(&cw.thread, memory_order_relaxed))
-					pthread_cond_wait(&cw.gone, &cw.mu);
-			} else if (cw.n == 0) {
-				close(cw.fd);
-				cw.fd = -1;
-			}
-		}
+	/* A watch of another generation is the parent's (fork): gone. */
+	if (cw.fd < 0 || p->cw_gen != cw.gen || !(w = cw_find(p->cw_wd)))
+		goto out;
+	for (pp = &w->pipes; *pp && *pp != p; pp = &(*pp)->cw_next)
+		;
+	if (*pp)
+		*pp = p->cw_next;
+	if (--w->refs != 0)
+		goto out;
+	ignored = inotify_rm_watch(cw.fd, w->wd) == 0;
+	*w = cw.w[--cw.n];
+	if (cw.n == 0 && cw_served() && ignored) {
+		/* IN_IGNORED wakes the thread: it sees stop and closes fd. */
+		cw.stop = true;
+		while (cw.stop && cw_served())
+			pthread_cond_wait(&cw.gone, &cw.mu);
 	}
+	cw_close_idle();
+out:
 	p->cw_wd = -1;
 	pthread_mutex_unlock(&cw.mu);
 }
@@ -236,12 +244,9 @@ uint32_t up__closewatch_drain(int fd, uint64_t *syscalls)
 	uint32_t seq;
 
 	pthread_mutex_lock(&cw.mu);
-	/* Only the instance this process made: a number closed since (a
-	 * fork child's first use) may be another file now; and not under
-	 * the thread, which must see every event to wake its sleepers.
-	 * relaxed: cw.thread is written under cw.mu, held here. */
-	if (fd == cw.fd && cw.gen == up__live_gen() &&
-	    !atomic_load_explicit(&cw.thread, memory_order_relaxed)) {
+	/* Not under the thread, which must see every event to wake its
+	 * sleepers. */
+	if (fd == cw.fd && !cw_served()) {
 		*syscalls += 1;
 		while (read(fd, buf, sizeof(buf)) > 0) {
 			got = true;
@@ -263,24 +268,43 @@ uint32_t up__closewatch_seq(void)
 	return atomic_load_explicit(&cw.seq, memory_order_acquire);
 }
 
-/* Under cw.mu: both wait lines of the memfd watched as @wd, bumped and
+bool up__closewatch_served(void)
+{
+	/* relaxed: a hint for whether to poll the instance as well; a sleeper
+	 * that polls it while the thread drains it wakes once for nothing. */
+	return atomic_load_explicit(&cw.thread, memory_order_relaxed);
+}
+
+/* Under cw.mu: both wait lines of the memfd watched as @wd (every watched
+ * memfd for -1: the queue overflowed and events were lost), bumped and
  * woken for all, as a wake for all does (wake.c). */
 static void cw_wake(int wd)
 {
-	struct cw_watch *w = cw_find(wd);
-	struct up_pipe *p = w ? w->pipes : NULL;
+	uint32_t i;
 
-	if (!p)
-		return; /* IN_IGNORED of a watch removed since, or the queue's overflow */
-	/* [wait] sc: the bump ends every futex wait on the old value; pairs
-	 * with [wait] sc in up__wait_ready(), which loads seq first. */
-	atomic_fetch_add_explicit(&p->ln->rd_wait.seq, 1, memory_order_seq_cst);
-	syscall(SYS_futex, (uint32_t *)&p->ln->rd_wait.seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-	/* [wait] sc: as above; pairs with [wait] sc in up__wait_ready(). */
-	atomic_fetch_add_explicit(&p->ln->wr_wait.seq, 1, memory_order_seq_cst);
-	syscall(SYS_futex, (uint32_t *)&p->ln->wr_wait.seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	for (i = 0; i < cw.n; i++) {
+		struct up_pipe *p = cw.w[i].pipes;
+
+		if ((wd >= 0 && cw.w[i].wd != wd) || !p)
+			continue;
+		/* [wait] sc: the bump ends every futex wait on the old value;
+		 * pairs with [wait] sc in up__wait_ready(), which loads seq
+		 * first. */
+		atomic_fetch_add_explicit(&p->ln->rd_wait.seq, 1, memory_order_seq_cst);
+		syscall(SYS_futex, (uint32_t *)&p->ln->rd_wait.seq, FUTEX_WAKE, INT_MAX, NULL, NULL,
+			0);
+		/* [wait] sc: as above; pairs with [wait] sc in up__wait_ready(). */
+		atomic_fetch_add_explicit(&p->ln->wr_wait.seq, 1, memory_order_seq_cst);
+		syscall(SYS_futex, (uint32_t *)&p->ln->wr_wait.seq, FUTEX_WAKE, INT_MAX, NULL, NULL,
+			0);
+	}
 }
 
+/*
+ * The serving thread. The watched handles cannot be unmapped under it:
+ * a handle leaves its watch under cw.mu before its pages go (pipe.c), and
+ * the thread touches them under cw.mu only.
+ */
 static void *cw_main(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
@@ -291,8 +315,9 @@ static void *cw_main(void *arg)
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		ssize_t n;
 
-		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
-			break;
+		/* Only this thread closes fd while it runs, so the only
+		 * failures are transient (EINTR, ENOMEM): poll again. */
+		(void)poll(&pfd, 1, -1);
 		pthread_mutex_lock(&cw.mu);
 		while ((n = read(fd, buf, sizeof(buf))) > 0) {
 			ssize_t off = 0;
@@ -305,11 +330,11 @@ static void *cw_main(void *arg)
 				const struct inotify_event *ev =
 					(const struct inotify_event *)(void *)(buf + off);
 
-				cw_wake(ev->wd);
+				cw_wake((ev->mask & IN_Q_OVERFLOW) ? -1 : ev->wd);
 				off += (ssize_t)(sizeof(*ev) + ev->len);
 			}
 		}
-		if (cw.stop) {
+		if (cw.stop && cw.n == 0) {
 			close(fd);
 			cw.fd = -1;
 			cw.stop = false;
@@ -321,7 +346,6 @@ static void *cw_main(void *arg)
 		}
 		pthread_mutex_unlock(&cw.mu);
 	}
-	return NULL;
 }
 
 void up__closewatch_serve(int fd)
@@ -334,9 +358,7 @@ void up__closewatch_serve(int fd)
 	if (atomic_load_explicit(&cw.thread, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&cw.mu);
-	/* relaxed: written under cw.mu, held here. */
-	if (fd == cw.fd && cw.gen == up__live_gen() &&
-	    !atomic_load_explicit(&cw.thread, memory_order_relaxed)) {
+	if (fd == cw.fd && !cw_served() && !cw.spawn_failed) {
 		/* Every signal blocked: none of the host's lands on it. */
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -346,6 +368,8 @@ void up__closewatch_serve(int fd)
 			pthread_setname_np(t, "uringpipe-close");
 			/* relaxed: under cw.mu. */
 			atomic_store_explicit(&cw.thread, true, memory_order_relaxed);
+		} else {
+			cw.spawn_failed = true; /* the slices still see deaths */
 		}
 		pthread_attr_destroy(&attr);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -98,7 +98,7 @@ struct up_pipe {
 	struct up_pipe *proc_next, *proc_prev; /* every handle of the process (fork.c) */
 	bool unmapped; /* a fork child lost the mapping (live.c): ends refuse */
 	/* closewatch.c, under its lock: the inotify watch on fd (-1: none)
-	 * and the up__live_gen() it was made under. */
+	 * and the generation of the instance it was made in. */
 	int cw_wd;
 	uint32_t cw_gen;
 	struct up_pipe *cw_next; /* the next handle of the same watch */
@@ -383,6 +383,7 @@ uint32_t up__closewatch_seq(void);
 /* For a sleep that cannot poll @fd (the futex backend): the thread that
  * wakes such sleepers on a close (closewatch.c). */
 void up__closewatch_serve(int fd);
+bool up__closewatch_served(void);
 int up__live_reopen(int fd);
 int up__live_private(struct up_pipe *p, uint64_t *syscalls);
 int up__live_hold(struct up_pipe *p, uint32_t idx, uint32_t which);

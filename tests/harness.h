@@ -296,6 +296,39 @@ static HARNESS_UNUSED int harness_fds(const char *what)
 	return n;
 }
 
+/* Watches held by this process's inotify instances (their fdinfo). */
+static HARNESS_UNUSED int harness_inotify_watches(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	CHECK(d != NULL);
+	while ((de = readdir(d)) != NULL) {
+		char path[300], link[256], line[512];
+		ssize_t k;
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		k = readlinkat(dirfd(d), de->d_name, link, sizeof(link) - 1);
+		if (k <= 0)
+			continue;
+		link[k] = '\0';
+		if (!strstr(link, "inotify"))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue; /* closed meanwhile (a serving thread's) */
+		while (fgets(line, sizeof(line), f))
+			n += strncmp(line, "inotify wd:", 11) == 0;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
 /* Bytes of [addr, addr + len) that hold memory (mincore(); for a shared
  * mapping of a memfd, the file's pages, whoever faulted them). */
 static HARNESS_UNUSED size_t harness_resident(const void *addr, size_t len)

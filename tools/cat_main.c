@@ -255,9 +255,14 @@ static int setup(const struct cat_opts *o, struct cat_pump *pm, struct up_pipe *
 		status = cat_from_connect(o, pm, p);
 	else
 		status = open_pipe(o, pm, p);
+	/* --to: stamped as it starts to listen, since a --from can connect
+	 * from the listen(2) on, before this thread is back from it; so a
+	 * --from's connected time is never before it on one clock. */
+	ni->ready = cat_mono();
 	if (status == CAT_EXIT_OK && pm->side == CAT_TO)
 		status = cat_to_listen(o, pm, *p, l);
-	ni->ready = cat_mono();
+	else if (status == CAT_EXIT_OK)
+		ni->ready = cat_mono();
 	return status;
 }
 

@@ -29,8 +29,8 @@
  *    (fsnotify comes first in the final fput), so a woken end can find the
  *    peer's lock still held. A look after an event that found no one dead
  *    is followed by another a short while later (peer.c).
- *  - A fork child shares the instance with its parent: its fork handler
- *    closes its copy and forgets the parent's watches and thread, and it
+ *  - A fork child shares the instance with its parent: fork.c's child
+ *    handler calls up__closewatch_forked() first, which closes its copy and forgets the parent's watches and thread, and it
  *    makes its own instance when it needs one. A handle's watch names the
  *    instance it was made in (gen, bumped at each one made), so a handle
  *    of the parent's never takes or drops a watch of the child's, whose
@@ -78,20 +78,22 @@ static struct {
 	uint32_t n, cap;
 	_Atomic uint32_t seq;    /* bumped by every drain that found events */
 	_Atomic bool thread;     /* the serving thread runs; it owns fd */
-	bool spawn_failed;       /* pthread_create() refused once: slices only */
+	uint64_t spawn_ns;       /* when pthread_create() last refused (0: never) */
 	bool stop;               /* asked of the thread: close fd and return */
 	pthread_cond_t gone;     /* stop was met (thread gone) or cancelled */
 } cw = { .mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .gone = PTHREAD_COND_INITIALIZER };
 
-static pthread_once_t cw_once = PTHREAD_ONCE_INIT;
+/* After a refused pthread_create(), the next try (meanwhile, slices). */
+#define CW_SPAWN_RETRY_NS 1000000000ull
 
 /*
- * In the child of fork(): one thread, no serving thread, and the lock and
- * registry as some parent thread may have left them mid-change. The copy
- * of the instance is closed here, before the application can reuse its
- * number; the handles' watches are stale by their gen.
+ * In the child of fork() (fork.c calls it first thing): one thread, no
+ * serving thread, and the lock and registry as some parent thread may have
+ * left them mid-change. The copy of the instance is closed here, before
+ * the application can reuse its number; the handles' watches are stale by
+ * their gen.
  */
-static void cw_child(void)
+void up__closewatch_forked(void)
 {
 	pthread_mutex_init(&cw.mu, NULL);
 	pthread_cond_init(&cw.gone, NULL);
@@ -101,14 +103,9 @@ static void cw_child(void)
 	cw.w = NULL; /* the parent's, maybe freed mid-growth: leaked */
 	cw.n = cw.cap = 0;
 	cw.stop = false;
-	cw.spawn_failed = false;
+	cw.spawn_ns = 0;
 	/* relaxed: the child has one thread. */
 	atomic_store_explicit(&cw.thread, false, memory_order_relaxed);
-}
-
-static void cw_atfork(void)
-{
-	pthread_atfork(NULL, NULL, cw_child);
 }
 
 static struct cw_watch *cw_find(int wd)
@@ -144,14 +141,7 @@ int up__closewatch_fd(struct up_pipe *p, uint64_t *syscalls)
 	struct cw_watch *w;
 	int wd, r;
 
-	pthread_once(&cw_once, cw_atfork);
 	pthread_mutex_lock(&cw.mu);
-	if (cw.stop) {
-		/* A remover waits for the thread to close fd: it is needed
-		 * again, so the thread stays and the remover returns. */
-		cw.stop = false;
-		pthread_cond_broadcast(&cw.gone);
-	}
 	if (cw.fd >= 0 && p->cw_wd >= 0 && p->cw_gen == cw.gen) {
 		r = cw.fd;
 		goto out;
@@ -197,6 +187,13 @@ int up__closewatch_fd(struct up_pipe *p, uint64_t *syscalls)
 	w->pipes = p;
 	p->cw_wd = wd;
 	p->cw_gen = cw.gen;
+	if (cw.stop) {
+		/* A remover waits for the thread to close fd: it has a watch
+		 * again, so the thread stays and the remover returns. (On a
+		 * failure above, stop stays, and the thread closes fd.) */
+		cw.stop = false;
+		pthread_cond_broadcast(&cw.gone);
+	}
 	r = cw.fd;
 out:
 	pthread_mutex_unlock(&cw.mu);
@@ -319,6 +316,19 @@ static void *cw_main(void *arg)
 		 * failures are transient (EINTR, ENOMEM): poll again. */
 		(void)poll(&pfd, 1, -1);
 		pthread_mutex_lock(&cw.mu);
+		if (pfd.revents & POLLNVAL) {
+			/* The application closed our descriptor: the watches
+			 * went with it. Forget them (each handle watches
+			 * again in the next instance) and go. */
+			cw.fd = -1;
+			cw.n = 0;
+			cw.stop = false;
+			/* relaxed: under cw.mu. */
+			atomic_store_explicit(&cw.thread, false, memory_order_relaxed);
+			pthread_cond_broadcast(&cw.gone);
+			pthread_mutex_unlock(&cw.mu);
+			return NULL;
+		}
 		while ((n = read(fd, buf, sizeof(buf))) > 0) {
 			ssize_t off = 0;
 
@@ -358,7 +368,8 @@ void up__closewatch_serve(int fd)
 	if (atomic_load_explicit(&cw.thread, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&cw.mu);
-	if (fd == cw.fd && !cw_served() && !cw.spawn_failed) {
+	if (fd == cw.fd && !cw_served() &&
+	    (!cw.spawn_ns || up__coarse_ns() - cw.spawn_ns >= CW_SPAWN_RETRY_NS)) {
 		/* Every signal blocked: none of the host's lands on it. */
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -369,7 +380,7 @@ void up__closewatch_serve(int fd)
 			/* relaxed: under cw.mu. */
 			atomic_store_explicit(&cw.thread, true, memory_order_relaxed);
 		} else {
-			cw.spawn_failed = true; /* the slices still see deaths */
+			cw.spawn_ns = up__coarse_ns(); /* meanwhile the slices */
 		}
 		pthread_attr_destroy(&attr);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -223,6 +223,9 @@ static void fork_child(void)
 	 * with ends or not (live.c): until then the child's locks would be
 	 * the parent's, and the parent's would outlive the parent for as long
 	 * as the child held its copy of the descriptor. */
+	/* Before anything here can take its lock (a parent thread may have
+	 * held it at the fork). */
+	up__closewatch_forked();
 	up__live_forked();
 	pidns = up__live_pidns();
 	for (p = pipes; p; p = p->proc_next)

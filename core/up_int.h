@@ -384,6 +384,7 @@ uint32_t up__closewatch_seq(void);
  * wakes such sleepers on a close (closewatch.c). */
 void up__closewatch_serve(int fd);
 bool up__closewatch_served(void);
+void up__closewatch_forked(void);
 int up__live_reopen(int fd);
 int up__live_private(struct up_pipe *p, uint64_t *syscalls);
 int up__live_hold(struct up_pipe *p, uint32_t idx, uint32_t which);

@@ -421,11 +421,17 @@ static bool all_asleep_with_work(int nwk, const int *wkidx)
 
 	for (i = 0; i < nwk; i++) {
 		int ph = atomic_load(&g_ctl->wk[wkidx[i]].phase);
-		char st;
+		char st = harness_tid_state(atomic_load(&g_ctl->wk[wkidx[i]].tid));
 
-		if (ph == PH_IDLE)
+		/* A worker between calls that is running or runnable will make
+		 * its next call: nothing is stalled while it has not (under
+		 * TSan on a busy machine it can wait tens of ms for a CPU). One
+		 * between calls and asleep waits for the driver's next burst. */
+		if (ph == PH_IDLE) {
+			if (st == 'R')
+				return false;
 			continue;
-		st = harness_tid_state(atomic_load(&g_ctl->wk[wkidx[i]].tid));
+		}
 		if (st != 'S')
 			return false;
 		incall++;

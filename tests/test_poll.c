@@ -149,6 +149,55 @@ static void reader_wakes_on_data(void)
 	up_pipe_release(p);
 }
 
+/*
+ * On io_uring, the reader's first call after a wake finds the armed wait
+ * and its tick (an armed end with no pidfd to watch has one) both over, so
+ * it enters no kernel before it has the data: the tick is linked to the
+ * wait, not a timer of its own that would have to be cancelled.
+ */
+static void woken_reader_reads_without_a_syscall(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	struct up_stats s0, s1;
+	struct actor a;
+	char buf[16];
+	int fd, round;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	r = open_nb(p, UP_RD);
+	CHECK_OK(up_open(p, UP_WR, &w));
+	fd = pollfd_or_skip(r);
+	CHECK_OK(up_stats(p, &s0));
+	if (strncmp(s0.backend, "io_uring", 8) != 0) {
+		printf("# %s: skipped (backend %s)\n", __func__, s0.backend);
+		goto out;
+	}
+	for (round = 0; round < 20; round++) {
+		CHECK_EQ(up_read(r, buf, sizeof(buf)), -EAGAIN);
+		CHECK_EQ(up_poll_arm(r), 0);
+		actor_start(&a, w, 0);
+		actor_go(&a);
+		CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+		actor_join(&a);
+		CHECK_EQ(a.res, 5);
+		CHECK_OK(up_stats(p, &s0));
+		CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
+		CHECK_OK(up_stats(p, &s1));
+		if (s1.syscalls != s0.syscalls) {
+			fprintf(stderr, "round %d: the read after the wake made %llu system calls\n",
+				round, (unsigned long long)(s1.syscalls - s0.syscalls));
+			harness_fail();
+		}
+		/* And the fd is no longer readable: nothing of the arm is left. */
+		CHECK_EQ(wait_fd(fd, 0), 0);
+	}
+out:
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 struct blocked_reader {
 	struct up_end *r;
 	_Atomic pid_t tid;
@@ -848,6 +897,7 @@ int main(int argc, char **argv)
 	harness_fail_on_sigpipe();
 	RUN(futex_backend_has_pollfd);
 	RUN(reader_wakes_on_data);
+	RUN(woken_reader_reads_without_a_syscall);
 	RUN(armed_reader_does_not_swallow_a_wake);
 	RUN(small_write_disarms_the_writer);
 	RUN(poll_writer_waits_for_the_lock);

@@ -60,8 +60,11 @@ static void pring_reap(struct uring_waker *uw, int *peer)
 	while (io_uring_peek_cqe(uw->pring, &cqe) == 0) {
 		if ((cqe->user_data & 0xff) == UW_POLL && cqe->res > 0)
 			*peer = 1;
-		/* A tick: some peer may have died unseen; the caller looks. */
-		if ((cqe->user_data & 0xff) == UW_TICK && cqe->res == -ETIME)
+		/* A tick: some peer may have died unseen; the caller looks.
+		 * A linked timeout that fires reports what its cancel of the
+		 * wait returned (-ETIME, or a count on some kernels); one that
+		 * the wait's end disarmed reports -ECANCELED. */
+		if ((cqe->user_data & 0xff) == UW_TICK && cqe->res != -ECANCELED)
 			*peer = 1;
 		if ((cqe->user_data & 0xff) != UW_CANCEL && uw->pinflight)
 			uw->pinflight--;
@@ -125,14 +128,32 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	/* Nothing of an earlier arm may keep the fd readable. */
 	uw->pinflight = 0;
 	pring_reap(uw, &stale);
+	tick = w->blind || npeer == 0 || npeer > UW_SQ_ENTRIES - 3;
+	if (npeer > UW_SQ_ENTRIES - 3)
+		npeer = UW_SQ_ENTRIES - 3; /* the tick covers the rest */
 	sqe = io_uring_get_sqe(uw->pring);
 	if (!sqe)
 		return -EBUSY;
 	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAIT, word, expect, UW_TAG(gen, UW_FUTEX));
 	uw->pinflight = 1;
-	tick = w->blind || npeer == 0 || npeer > UW_SQ_ENTRIES - 3;
-	if (npeer > UW_SQ_ENTRIES - 3)
-		npeer = UW_SQ_ENTRIES - 3; /* the tick covers the rest */
+	/* A peer no pidfd covers (another pid namespace, or one that comes
+	 * after this arm): the fd turns readable when a slice has passed, so
+	 * that the next call asks the peers' locks (the kernel copies the
+	 * timespec at submission). The tick is a timeout linked to the wait,
+	 * not a request of its own: a wake ends both in one completion run,
+	 * so the disarm after a wake has nothing left to cancel and enters
+	 * no kernel. It must come right after the wait to be linked to it. */
+	if (tick) {
+		struct __kernel_timespec ts = { .tv_sec = 0, .tv_nsec = (long)UW_TICK_NS };
+		struct io_uring_sqe *lt = io_uring_get_sqe(uw->pring);
+
+		if (lt) {
+			sqe->flags |= IOSQE_IO_LINK;
+			io_uring_prep_link_timeout(lt, &ts, 0);
+			lt->user_data = UW_TAG(gen, UW_TICK);
+			uw->pinflight++;
+		}
+	}
 	for (i = 0; i < npeer; i++) {
 		sqe = io_uring_get_sqe(uw->pring);
 		if (!sqe)
@@ -140,20 +161,6 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 		io_uring_prep_poll_add(sqe, peer_pidfds[i], POLLIN);
 		sqe->user_data = UW_TAG(gen, UW_POLL);
 		uw->pinflight++;
-	}
-	/* A peer no pidfd covers (another pid namespace, or one that comes
-	 * after this arm): the fd turns readable when a slice has passed, so
-	 * that the next call asks the peers' locks (the kernel copies the
-	 * timespec at submission). */
-	if (tick) {
-		struct __kernel_timespec ts = { .tv_sec = 0, .tv_nsec = (long)UW_TICK_NS };
-
-		sqe = io_uring_get_sqe(uw->pring);
-		if (sqe) {
-			io_uring_prep_timeout(sqe, &ts, 0, 0);
-			sqe->user_data = UW_TAG(gen, UW_TICK);
-			uw->pinflight++;
-		}
 	}
 	*syscalls += 1;
 	r = io_uring_submit(uw->pring);

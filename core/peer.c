@@ -443,10 +443,10 @@ int up__peers_watch(struct up_end *e, uint32_t role)
 }
 
 /*
- * Before a blocking sleep, after up__peers_watch(): peers no pidfd
- * watches, or pidfds this end's sleep cannot poll (the futex backend; a
- * fork child's end before its first sleep), are watched through the close
- * of their description of the memfd (closewatch.c), at
+ * Before a blocking sleep or a poll-mode arm, after up__peers_watch():
+ * peers no pidfd watches, or pidfds this end's sleep cannot poll (the
+ * futex backend; a fork child's end before its first sleep), are watched
+ * through the close of their description of the memfd (closewatch.c), at
  * e->peer_pidfds[e->npeer]. Tried once per build of the list.
  */
 void up__peers_closewatch(struct up_end *e)
@@ -466,4 +466,15 @@ void up__peers_closewatch(struct up_end *e)
 	e->peer_pidfds[e->npeer] = fd;
 	e->peer_ino = true;
 	e->cw_seen = up__closewatch_seq();
+}
+
+/*
+ * How many of e->peer_pidfds a sleep passes to its backend: the pidfds,
+ * then the process's inotify instance when there is one and closewatch.c's
+ * thread does not serve it already (a backend that cannot poll fds gets it
+ * last, to have the thread serve it).
+ */
+int up__peers_nfds(const struct up_end *e)
+{
+	return e->npeer + (e->peer_ino && (!e->waker->ops->polls_fds || !up__closewatch_served()));
 }

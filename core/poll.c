@@ -71,7 +71,7 @@ int up__ring_poll_arm(struct up_end *e)
 	_Atomic uint32_t *word;
 	uint64_t sc = 0;
 	uint32_t s, role;
-	int r;
+	int r, nfds;
 
 	if (!e->waker->ops->arm)
 		return -EOPNOTSUPP;
@@ -81,6 +81,10 @@ int up__ring_poll_arm(struct up_end *e)
 	role = (e->flags & UP_RD) ? UP_END_WRITER : UP_PEERS_ANY;
 	if (up__peers_watch(e, role))
 		up__peers_reap(e);
+	/* Both backends poll the pidfds in poll mode (the futex one in its
+	 * helper's epoll), so only peers no pidfd covers need the close. */
+	if (e->peers_blind)
+		up__peers_closewatch(e);
 	r = up__ring_arm(e, true, &word, &s);
 	if (r != 0)
 		return r;
@@ -93,7 +97,17 @@ int up__ring_poll_arm(struct up_end *e)
 	}
 	/* Ticks also while a trim waits for a later look (reclaim.c). */
 	e->waker->blind = up__peers_blind(e) || e->trim_due;
-	r = e->waker->ops->arm(e->waker, word, s, e->peer_pidfds, e->npeer, &sc);
+	/* Peers no pidfd covers are watched through the close of their
+	 * descriptions: io_uring's poll ring polls the inotify instance as
+	 * one more fd; on the futex backend closewatch.c's thread serves it
+	 * and wakes the line this arm waits on (the helper's epoll holds
+	 * pidfds only, one entry per fd number in the process). */
+	nfds = up__peers_nfds(e);
+	if (e->peer_ino && !e->waker->ops->polls_fds) {
+		up__closewatch_serve(e->peer_pidfds[e->npeer]);
+		nfds = e->npeer;
+	}
+	r = e->waker->ops->arm(e->waker, word, s, e->peer_pidfds, nfds, &sc);
 	up__count(&e->c.syscalls, sc);
 	if (r < 0) {
 		up__ring_disarm(e);

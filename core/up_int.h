@@ -330,6 +330,7 @@ bool up__lock_owner_gone(struct up_end *e, uint32_t owner);
 #define UP_PEERS_ANY 0xffffffffu
 int up__peers_watch(struct up_end *e, uint32_t role);
 void up__peers_closewatch(struct up_end *e);
+int up__peers_nfds(const struct up_end *e);
 void up__peers_forget(struct up_end *e);
 /* Poll mode: is there a peer whose death no pidfd of e->peer_pidfds will
  * signal (peers_blind), or no pidfd at all (a peer process that comes after

@@ -319,9 +319,7 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 			/* The process's inotify instance, last, unless its
 			 * thread serves it (closewatch.c). */
 			r = e->waker->ops->wait(e->waker, &wl->seq, s, slice, e->peer_pidfds,
-						e->npeer + (e->peer_ino && (!e->waker->ops->polls_fds ||
-									    !up__closewatch_served())),
-						&sc);
+						up__peers_nfds(e), &sc);
 			up__sleep_end(e);
 			up__count(&e->c.syscalls, sc);
 			if (r == -ETIMEDOUT)

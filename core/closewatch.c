@@ -274,7 +274,9 @@ bool up__closewatch_served(void)
 
 /* Under cw.mu: both wait lines of the memfd watched as @wd (every watched
  * memfd for -1: the queue overflowed and events were lost), bumped and
- * woken for all, as a wake for all does (wake.c). */
+ * woken for all, as a wake for all does (wake.c). The wake is a raw
+ * futex(2), not up__futex_wake(): wake_futex.c calls into this file
+ * (up__closewatch_serve()), and the call back would make a cycle. */
 static void cw_wake(int wd)
 {
 	uint32_t i;

@@ -466,6 +466,10 @@ void up__peers_closewatch(struct up_end *e)
 	e->peer_pidfds[e->npeer] = fd;
 	e->peer_ino = true;
 	e->cw_seen = up__closewatch_seq();
+	/* A peer that died before the watch existed closed unseen, and the
+	 * list was built (and its locks asked) before: ask them once more
+	 * now that every later close is seen. */
+	up__peers_reap(e);
 }
 
 /*

@@ -769,6 +769,51 @@ static void benign_closes_in_foreign_ns(void)
 	g_ns = false;
 }
 
+/*
+ * A blind writer that died, and closed its description of the memfd,
+ * after the reader built its list of writers and asked their locks but
+ * before the reader's watch existed: no close will ever be reported for
+ * it. The arm that makes the watch must ask the locks again, and so find
+ * the end of the stream at once instead of at its tick 25-50 ms later.
+ */
+static void blind_death_before_the_watch(void)
+{
+	struct up_pipe *p;
+	struct up_stats st;
+	struct surv s;
+	char buf[64];
+	int status;
+	pid_t pid, victim;
+
+	if (!ns_ok() || !g_inotify) {
+		printf("# %s: skipped (no CLONE_NEWPID or no inotify here)\n", __func__);
+		return;
+	}
+	g_ns = true;
+	p = mk_pipe();
+	memset(&s, 0, sizeof(s));
+	memset(g_sh, 0, sizeof(*g_sh));
+	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &s.e));
+	CHECK(up_pollfd(s.e) >= 0);
+	pid = fork_victim(&s, p, true, 0, false, &victim);
+	victim_wait_ready(pid);
+	/* What an arm does first: the list, and the locks asked. */
+	CHECK_EQ(up__peers_watch(s.e, UP_END_WRITER), 1);
+	up__peers_reap(s.e);
+	CHECK_OK(up_stats(p, &st));
+	CHECK_EQ(st.writers, 1);
+	CHECK_SYS(kill(victim, SIGKILL));
+	/* The middle reaps the victim and exits: it is dead and closed. */
+	while (waitpid(pid, &status, 0) < 0)
+		CHECK(errno == EINTR);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ(up_poll_arm(s.e), 1);
+	CHECK_EQ(up_read(s.e, buf, sizeof(buf)), 0);
+	CHECK_OK(up_close(s.e));
+	up_pipe_release(p);
+	g_ns = false;
+}
+
 static void zombie_writer_not_reaped(void)
 {
 	kill_case(ZOMBIE_WRITER, __func__);
@@ -1005,6 +1050,7 @@ int main(int argc, char **argv)
 	RUN(ns_writer_dies_poll_reader_waits);
 	RUN(ns_reader_dies_poll_writer_waits);
 	RUN(benign_closes_in_foreign_ns);
+	RUN(blind_death_before_the_watch);
 	/* Known-to-the-issue expectations, run only when named (registered
 	 * as their own CTests so the cases above stay meaningful). */
 	if (harness_filter && strcmp(harness_filter, "zombie_writer_not_reaped") == 0)

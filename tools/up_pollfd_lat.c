@@ -5,7 +5,7 @@
  * the reader (and to the up_read() that gets the bytes), on both wake
  * backends in one run.
  *
- * Usage: uringpipe-pollfd-lat [--rounds N] [--blocks B] [--gap-us U]
+ * Usage: uringpipe-pollfd-lat [--rounds N] [--blocks B] [--gap-us U] [--process]
  *
  * A sender thread writes its clock into pipe P and waits for the loop's
  * reply on pipe Q; before each round it idles --gap-us (default 300 us), so
@@ -25,12 +25,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "uringpipe.h"
 
 static int g_rounds = 2000, g_blocks = 4, g_gap_us = 300;
+static bool g_process;
 static int g_cpu[2] = { -1, -1 };
 
 static uint64_t now_ns(void)
@@ -162,14 +164,36 @@ static void block(bool futex, uint64_t *wake, uint64_t *got, char *backend, size
 		die("up_open", e);
 	up_stats(p, &st);
 	snprintf(backend, blen, "%s", st.backend);
-	if (pthread_create(&t, NULL, sender, &r) != 0)
-		die("pthread_create", EAGAIN);
-	loop(&r);
-	pthread_join(t, NULL);
+	if (g_process) {
+		pid_t pid = fork();
+		int status;
+
+		if (pid < 0)
+			die("fork", errno);
+		if (pid == 0) {
+			/* The child's copies of the loop's ends would count as
+			 * a second reader and writer: only the sender's stay. */
+			up_close(r.pr);
+			up_close(r.qw);
+			sender(&r);
+			up_close(r.qr);
+			_exit(0);
+		}
+		up_close(r.pw);
+		up_close(r.qr);
+		loop(&r);
+		if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
+			die("sender process", EIO);
+	} else {
+		if (pthread_create(&t, NULL, sender, &r) != 0)
+			die("pthread_create", EAGAIN);
+		loop(&r);
+		pthread_join(t, NULL);
+		up_close(r.qr);
+	}
 	g_direct[futex] += r.direct;
 	up_close(r.pr);
 	up_close(r.qw);
-	up_close(r.qr);
 	up_pipe_release(p);
 	up_pipe_release(q);
 }
@@ -202,9 +226,11 @@ int main(int argc, char **argv)
 			g_blocks = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--gap-us") && i + 1 < argc)
 			g_gap_us = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--process"))
+			g_process = true;
 		else {
 			fprintf(stderr, "usage: uringpipe-pollfd-lat [--rounds N] [--blocks B]"
-					" [--gap-us U]\n");
+					" [--gap-us U] [--process]\n");
 			return 2;
 		}
 	}
@@ -224,8 +250,9 @@ int main(int argc, char **argv)
 	for (int k = 0; k < g_blocks; k++, per += (size_t)g_rounds)
 		for (int b = 0; b < 2; b++)
 			block(b == 1, w[b] + per, g[b] + per, name[b], sizeof(name[b]));
-	printf("uringpipe-pollfd-lat: %d rounds x %d blocks per backend, gap %d us, cpus %d,%d\n",
-	       g_rounds, g_blocks, g_gap_us, g_cpu[0], g_cpu[1]);
+	printf("uringpipe-pollfd-lat: %d rounds x %d blocks per backend, gap %d us, cpus %d,%d,"
+	       " sender a %s\n", g_rounds, g_blocks, g_gap_us, g_cpu[0], g_cpu[1],
+	       g_process ? "process" : "thread");
 	printf("%-9s %-22s %8s %8s %9s   (us)\n", "backend", "from up_write() to", "p50", "p99",
 	       "max");
 	for (int b = 0; b < 2; b++) {

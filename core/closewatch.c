@@ -30,8 +30,9 @@
  *    peer's lock still held. A look after an event that found no one dead
  *    is followed by another a short while later (peer.c).
  *  - A fork child shares the instance with its parent: fork.c's child
- *    handler calls up__closewatch_forked() first, which closes its copy and forgets the parent's watches and thread, and it
- *    makes its own instance when it needs one. A handle's watch names the
+ *    handler calls up__closewatch_forked() first, which closes its copy
+ *    and forgets the parent's watches and thread, and the child makes its
+ *    own instance when it needs one. A handle's watch names the
  *    instance it was made in (gen, bumped at each one made), so a handle
  *    of the parent's never takes or drops a watch of the child's, whose
  *    watch numbers start again at 1.
@@ -299,6 +300,19 @@ static void cw_wake(int wd)
 	}
 }
 
+/* Under cw.mu, which it lets go: the serving thread leaves, the instance
+ * closed (or gone), and a release waiting for that returns. */
+static void *cw_thread_exit(void)
+{
+	cw.fd = -1;
+	cw.stop = false;
+	/* relaxed: under cw.mu. */
+	atomic_store_explicit(&cw.thread, false, memory_order_relaxed);
+	pthread_cond_broadcast(&cw.gone);
+	pthread_mutex_unlock(&cw.mu);
+	return NULL;
+}
+
 /*
  * The serving thread. The watched handles cannot be unmapped under it:
  * a handle leaves its watch under cw.mu before its pages go (pipe.c), and
@@ -322,14 +336,8 @@ static void *cw_main(void *arg)
 			/* The application closed our descriptor: the watches
 			 * went with it. Forget them (each handle watches
 			 * again in the next instance) and go. */
-			cw.fd = -1;
 			cw.n = 0;
-			cw.stop = false;
-			/* relaxed: under cw.mu. */
-			atomic_store_explicit(&cw.thread, false, memory_order_relaxed);
-			pthread_cond_broadcast(&cw.gone);
-			pthread_mutex_unlock(&cw.mu);
-			return NULL;
+			return cw_thread_exit();
 		}
 		while ((n = read(fd, buf, sizeof(buf))) > 0) {
 			ssize_t off = 0;
@@ -348,13 +356,7 @@ static void *cw_main(void *arg)
 		}
 		if (cw.stop && cw.n == 0) {
 			close(fd);
-			cw.fd = -1;
-			cw.stop = false;
-			/* relaxed: under cw.mu. */
-			atomic_store_explicit(&cw.thread, false, memory_order_relaxed);
-			pthread_cond_broadcast(&cw.gone);
-			pthread_mutex_unlock(&cw.mu);
-			return NULL;
+			return cw_thread_exit();
 		}
 		pthread_mutex_unlock(&cw.mu);
 	}

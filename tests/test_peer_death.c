@@ -692,6 +692,21 @@ NS_CASE_POLL(ns_reader_dies_poll_writer_waits, READER_SLEEP, true, true)
  * sleep on, neither ending the stream nor spinning on an event it drained.
  * Per close: one sleep woken early, and at most a short look again after it.
  */
+/* A case with its victim in a pid namespace of its own and the close
+ * watch: a fresh pipe and survivor record (g_ns set), or NULL when the host
+ * has no CLONE_NEWPID or no inotify (the case is skipped). */
+static struct up_pipe *ns_inotify_begin(const char *name, struct surv *s)
+{
+	if (!ns_ok() || !g_inotify) {
+		printf("# %s: skipped (no CLONE_NEWPID or no inotify here)\n", name);
+		return NULL;
+	}
+	g_ns = true;
+	memset(s, 0, sizeof(*s));
+	memset(g_sh, 0, sizeof(*g_sh));
+	return mk_pipe();
+}
+
 #define BENIGN_CLOSES 40
 
 static void benign_closes_in_foreign_ns(void)
@@ -704,14 +719,9 @@ static void benign_closes_in_foreign_ns(void)
 	int i, status;
 	pid_t pid, victim;
 
-	if (!ns_ok() || !g_inotify) {
-		printf("# %s: skipped (no CLONE_NEWPID or no inotify here)\n", __func__);
+	p = ns_inotify_begin(__func__, &s);
+	if (!p)
 		return;
-	}
-	g_ns = true;
-	p = mk_pipe();
-	memset(&s, 0, sizeof(s));
-	memset(g_sh, 0, sizeof(*g_sh));
 	s.is_reader = true;
 	s.stop_after = 20;
 	CHECK_OK(up_open(p, UP_RD, &s.e));
@@ -785,14 +795,9 @@ static void blind_death_before_the_watch(void)
 	int status;
 	pid_t pid, victim;
 
-	if (!ns_ok() || !g_inotify) {
-		printf("# %s: skipped (no CLONE_NEWPID or no inotify here)\n", __func__);
+	p = ns_inotify_begin(__func__, &s);
+	if (!p)
 		return;
-	}
-	g_ns = true;
-	p = mk_pipe();
-	memset(&s, 0, sizeof(s));
-	memset(g_sh, 0, sizeof(*g_sh));
 	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &s.e));
 	CHECK(up_pollfd(s.e) >= 0);
 	pid = fork_victim(&s, p, true, 0, false, &victim);

@@ -67,6 +67,30 @@ static inline void up__progress_store(struct up_end *w, struct up_shm_lines *ln,
 		atomic_store_explicit(word, v, memory_order_seq_cst);
 }
 
+/*
+ * The lines a writer of small messages stores to next, asked for ahead
+ * (docs/DESIGN.md, "Stores ahead"): a page comes back from the pool with
+ * its lines still in the cache of the reader that emptied it, and each
+ * store to such a line waits in the store buffer for the other core to give
+ * the line up. A writer of 100-byte messages fills the buffer with them and
+ * then stalls on every write. So each merge asks for the two lines
+ * UP_STORE_AHEAD bytes past its end, a window that moves with the writer
+ * and covers every line for merges of up to two lines; the publish that
+ * starts a page asks for the window's first lines (writer.c, last_keep()).
+ * It stays inside the page: the page next in memory may be one a reader is
+ * copying out, whose lines we must not take. A hint only: a stale address
+ * costs a wasted fetch, never a fault or an ordering.
+ */
+#define UP_STORE_AHEAD 512u
+
+static inline void up__store_ahead(struct up_end *w, uint32_t len)
+{
+	if (w->last_ok && len + UP_STORE_AHEAD + 2 * UP_CACHELINE <= w->p->g.page_size) {
+		up__prefetch_store(w->last_base + len + UP_STORE_AHEAD);
+		up__prefetch_store(w->last_base + len + UP_STORE_AHEAD + UP_CACHELINE);
+	}
+}
+
 /* Publish the merged bytes by growing @s's len to @len; drop the lock. */
 static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
 {
@@ -76,6 +100,7 @@ static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint
 
 	up__progress_store(w, ln, &s->len, len);
 	w->last_len = len;
+	up__store_ahead(w, len);
 	up__biased_drop_own(w, &ln->wlock); /* up__wlock_drop() */
 	up__wake_line(w, &ln->rd_wait, 1);
 }

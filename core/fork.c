@@ -175,8 +175,6 @@ static void child_adopt(struct up_end *e, uint32_t idx, uint32_t state, pid_t se
 	e->armed_on = UP_ARMED_ON_LINE;
 	e->streak = 0;
 	e->err = 0;
-	e->part_ns = 0;
-	e->claim = false;
 	e->tail_cache = 0;
 	e->sweep_gen = 0;
 	atomic_store_explicit(&e->sleep_on, 0, memory_order_relaxed); /* relaxed: not shared yet */

@@ -201,7 +201,6 @@ int up__ring_commit(struct up_end *w, size_t n)
 	uint32_t lens[UP_END_CACHE_MAX];
 	uint64_t bytes = n;
 	uint32_t k = 0;
-	bool part;
 	int r;
 
 	if (n > w->resv_bytes)
@@ -215,7 +214,6 @@ int up__ring_commit(struct up_end *w, size_t n)
 	}
 	if (w->resv_merge)
 		return commit_merge(w, n);
-	part = (n & (ps - 1)) != 0; /* the last page has room */
 	while (n) {
 		lens[k] = n < ps ? (uint32_t)n : ps;
 		n -= lens[k];
@@ -236,7 +234,5 @@ int up__ring_commit(struct up_end *w, size_t n)
 	up__count(&w->c.bytes_written, bytes);
 	up__count(&w->c.writes, 1);
 	up__cache_shift(w, k);
-	if (part)
-		up__claim_next_page(w);
 	return 0;
 }

@@ -210,10 +210,6 @@ struct up_end {
 	 * have grown since and reading up to fin_len does not retire it. */
 	uint32_t fin_t, fin_pg, fin_len;
 	bool fin_last;
-	/* Writer: when it last published a page with room, and whether it
-	 * claims the next page's lines ahead (writer.c, up__claim_next_page()). */
-	uint64_t part_ns;
-	bool claim;
 	bool trim_due;        /* reader: see trim_at below */
 	/* Reader: its last read or peek ended where the writers' data ends
 	 * (or at the page they append to, coalescing): reader.c. */

@@ -238,43 +238,6 @@ void up__cache_shift(struct up_end *w, uint32_t n)
 	w->ncache -= n;
 }
 
-/*
- * A page was just published with room left, so small writes will fill it by
- * merging, and then the writer moves to the next page in its cache. While
- * pages fill slowly, store to every line of that next page now, so its lines
- * are fetched from the reader's core together, a page ahead of need, instead
- * of one by one inside the merges. The writer claims from UP_CLAIM_ON_NS per
- * 4 KiB of filling until that falls under UP_CLAIM_OFF_NS: when pages fill
- * fast, the burst of fetches costs more than it saves.
- *
- * Full pages never come here: they may take streaming stores, which a
- * store first would defeat. The page is in this writer's cache, not yet
- * published: nobody reads it, and the zeros left at line starts lie beyond
- * any len it will be published with, or are overwritten first.
- */
-#define UP_CLAIM_ON_NS  2500u
-#define UP_CLAIM_OFF_NS 1500u
-
-void up__claim_next_page(struct up_end *w)
-{
-	struct up_pipe *p = w->p;
-	uint64_t now = up__now_ns();
-	uint64_t took = (now - w->part_ns) >> (p->g.page_shift - 12);
-	volatile unsigned char *q;
-	uint32_t o;
-
-	/* Time since the last page with room was published: how long it took
-	 * to fill, per 4 KiB. */
-	if (w->part_ns != 0)
-		w->claim = took >= (w->claim ? UP_CLAIM_OFF_NS : UP_CLAIM_ON_NS);
-	w->part_ns = now;
-	if (!w->claim || w->ncache == 0)
-		return;
-	q = up__page_ptr(p, w->cache[0]);
-	for (o = 0; o < p->g.page_size; o += 64)
-		q[o] = 0;
-}
-
 /* Forget the current reservation, if any, without publishing it. */
 void up__resv_cancel(struct up_end *w)
 {
@@ -371,8 +334,6 @@ ssize_t up__ring_write(struct up_end *w, const struct iovec *iov, int iovcnt, si
 		if (r < 0)
 			break;
 		up__cache_shift(w, n);
-		if (part) /* the last page has room */
-			up__claim_next_page(w);
 		done = len - rem;
 		r = 0;
 	}

@@ -17,7 +17,6 @@ int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, u
 int up__cache_fill(struct up_end *w, uint32_t want);
 int up__wait_pages(struct up_end *w);
 void up__cache_shift(struct up_end *w, uint32_t n);
-void up__claim_next_page(struct up_end *w);
 void up__resv_cancel(struct up_end *w);
 
 

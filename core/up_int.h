@@ -25,7 +25,9 @@
 #endif
 
 /* Ask for the line at @p in a state this core may store to (a hint: no
- * fault, no ordering). PREFETCHW is a no-op on x86 cores without it. */
+ * fault, no ordering). Intel cores from Core 2 to Haswell, which lack
+ * PREFETCHW, run its encoding as a NOP; x86-64 cores older than those are
+ * not supported. */
 static inline void up__prefetch_store(const void *p)
 {
 #if defined(__x86_64__) || defined(__i386__)

@@ -44,10 +44,15 @@ static inline void last_keep(struct up_end *w, uint32_t head, uint32_t pg, uint3
 	w->last_slot = up__slot_at(w->p, head - 1);
 	w->last_base = up__page_ptr(w->p, pg);
 	/* The lines the next merges store to, up to where their own asks
-	 * begin (writer.h, up__store_ahead()). */
-	if (w->last_ok && len + UP_STORE_AHEAD <= w->p->g.page_size)
-		for (uint32_t a = len & ~(UP_CACHELINE - 1); a < len + UP_STORE_AHEAD; a += UP_CACHELINE)
+	 * begin (writer.h, up__store_ahead()), inside the page. */
+	if (w->last_ok) {
+		uint32_t end = len + UP_STORE_AHEAD + 2 * UP_CACHELINE;
+
+		if (end > w->p->g.page_size)
+			end = w->p->g.page_size;
+		for (uint32_t a = len & ~(UP_CACHELINE - 1); a < end; a += UP_CACHELINE)
 			up__prefetch_store(w->last_base + a);
+	}
 }
 
 /*

@@ -84,10 +84,14 @@ static inline void up__progress_store(struct up_end *w, struct up_shm_lines *ln,
 
 static inline void up__store_ahead(struct up_end *w, uint32_t len)
 {
-	if (w->last_ok && len + UP_STORE_AHEAD + 2 * UP_CACHELINE <= w->p->g.page_size) {
+	const uint32_t ps = w->p->g.page_size;
+
+	if (!w->last_ok)
+		return;
+	if (len + UP_STORE_AHEAD < ps)
 		up__prefetch_store(w->last_base + len + UP_STORE_AHEAD);
+	if (len + UP_STORE_AHEAD + UP_CACHELINE < ps)
 		up__prefetch_store(w->last_base + len + UP_STORE_AHEAD + UP_CACHELINE);
-	}
 }
 
 /* Publish the merged bytes by growing @s's len to @len; drop the lock. */

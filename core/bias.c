@@ -135,7 +135,7 @@ static int bias_revoke(struct up_end *w, struct up_shm_lock *l, uint32_t b, bool
 	_Atomic uint32_t *busy = &p->ends[idx - 1].busy;
 	for (i = 0;; i++) {
 		/* [busy] acq: the owner's critical section before ours; pairs
-		 * with [busy] rel in up__biased_drop_own() and
+		 * with [busy] rel in up__bias_leave_own() and
 		 * up__bias_enter_own(). */
 		uint32_t st = atomic_load_explicit(busy, memory_order_acquire);
 
@@ -324,7 +324,7 @@ static int bias_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *ex
 		return 1;
 	busy = &p->ends[idx - 1].busy;
 	/* [busy] sc: the owner's state after the barrier; pairs with [busy]
-	 * rel in up__biased_drop_own(). */
+	 * rel in up__bias_leave_own(). */
 	if (atomic_load_explicit(busy, memory_order_seq_cst) != UP_BUSY_IN)
 		return 1;
 	/* Dead inside (maybe reaped already): nobody will wake us; a retry

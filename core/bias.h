@@ -97,25 +97,35 @@ static inline int up__biased_try(struct up_end *e, struct up_shm_lock *l)
 	return up__biased_try_slow(e, l);
 }
 
+/*
+ * The bias owner leaves @l, its side's own lock: one store, one load. True
+ * when a revoker marked the bias and may sleep on our busy word: the caller
+ * must then up__busy_wake() (left to it, so that a caller with more to do
+ * after the drop makes one call out for both).
+ */
+static inline bool up__bias_leave_own(struct up_end *e, struct up_shm_lock *l)
+{
+	/* [busy] rel: the critical section before a revoker's acquire;
+	 * pairs with [busy] acq in bias_revoke(). */
+	atomic_store_explicit(e->busy, UP_BUSY_OUT, memory_order_release);
+	/* [bias] mb: a compiler barrier only: the load below stays after the
+	 * store in the code (C11 lets a relaxed load move above a release
+	 * store); pairs with [bias] mb in bias_revoke(). */
+	atomic_signal_fence(memory_order_seq_cst);
+	/*
+	 * A revoker that saw us inside after its barrier sleeps on busy. Then
+	 * our store above came after the barrier, and so does this load: it
+	 * sees the mark.
+	 * relaxed: ordered by the revoker's barrier, not by this load.
+	 */
+	return (atomic_load_explicit(&l->bias, memory_order_relaxed) & UP_BIAS_REVOKE) != 0;
+}
+
 /* Let go of @l, @e's side's own lock. */
 static inline void up__biased_drop_own(struct up_end *e, struct up_shm_lock *l)
 {
 	if (e->biased) {
-		/* [busy] rel: the critical section before a revoker's acquire;
-		 * pairs with [busy] acq in bias_revoke(). */
-		atomic_store_explicit(e->busy, UP_BUSY_OUT, memory_order_release);
-		/* [bias] mb: a compiler barrier only: the load below stays
-		 * after the store in the code (C11 lets a relaxed load move
-		 * above a release store); pairs with [bias] mb in bias_revoke(). */
-		atomic_signal_fence(memory_order_seq_cst);
-		/*
-		 * A revoker that saw us inside after its barrier sleeps on
-		 * busy. Then our store above came after the barrier, and so
-		 * does this load: it sees the mark.
-		 * relaxed: ordered by the revoker's barrier, not by this load.
-		 */
-		if (up__unlikely(atomic_load_explicit(&l->bias, memory_order_relaxed) &
-				 UP_BIAS_REVOKE))
+		if (up__unlikely(up__bias_leave_own(e, l)))
 			up__busy_wake(e);
 	} else
 		up__lock_drop(e, &l->word);

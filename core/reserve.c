@@ -112,6 +112,7 @@ static ssize_t resv_pages_give(struct up_end *w, size_t len, size_t want_pages,
 	}
 	w->resv_pages = i;
 	w->resv_bytes = bytes;
+	w->resv_merge = false;
 	*iovcnt = spans;
 	return (ssize_t)bytes;
 }
@@ -212,7 +213,7 @@ int up__ring_commit(struct up_end *w, size_t n)
 		up__resv_cancel(w);
 		return n == 0 ? 0 : -EPIPE;
 	}
-	if (w->resv_merge)
+	if (up__resv_is_merge(w))
 		return commit_merge(w, n);
 	while (n) {
 		lens[k] = n < ps ? (uint32_t)n : ps;

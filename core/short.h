@@ -95,7 +95,8 @@ static inline size_t up__reserve_small(struct up_end *w, size_t len, struct iove
 		iov[0].iov_base = w->last_base + w->last_len;
 		iov[0].iov_len = len;
 		*iovcnt = 1;
-		w->resv_merge = true;
+		if (!w->resv_merge) /* up__resv_is_merge(): kept set */
+			w->resv_merge = true;
 		w->resv_bytes = len;
 		return len;
 	}
@@ -112,7 +113,7 @@ static inline bool up__commit_small(struct up_end *w, size_t n)
 	struct up_pipe *p = w->p;
 	struct up_shm_slot *s;
 
-	if (!w->resv_merge || !w->last_ok || n == 0 || n > w->resv_bytes)
+	if (!up__resv_is_merge(w) || !w->last_ok || n == 0 || n > w->resv_bytes)
 		return false;
 	/* With last_ok the reservation is the room after last_len in slot
 	 * last_head - 1 (up__reserve_small(), reserve_merge()). */
@@ -122,8 +123,7 @@ static inline bool up__commit_small(struct up_end *w, size_t n)
 	if (atomic_load_explicit(&s->len, memory_order_relaxed) != w->last_len ||
 	    up__side_gone(atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst)))
 		return false;
-	w->resv_merge = false;
-	w->resv_bytes = 0;
+	w->resv_bytes = 0; /* resv_merge stays set: up__resv_is_merge() */
 	/* Counted before the publish, as in up__ring_write_small(). */
 	up__count(&w->c.bytes_written, n);
 	up__count(&w->c.writes, 1);

@@ -161,9 +161,12 @@ struct up_end {
 	uint32_t take_batch;  /* pages taken from the pool at once */
 	uint32_t tail_cache;  /* last tail seen (publish's overrun guard) */
 	uint32_t resv_pages;  /* first resv_pages of cache are reserved */
-	size_t resv_bytes;
+	size_t resv_bytes;   /* 0: no reservation */
 	/* The reservation is the room at the end of the last live page, and
-	 * this end holds the writers' lock until commit (see reserve_merge()). */
+	 * this end holds the writers' lock until commit (see reserve_merge()).
+	 * Meaningful only while resv_bytes != 0 (up__resv_is_merge()): a
+	 * merge reservation is never empty, and the short ways leave it set
+	 * from one reservation to the next, a store saved on each. */
 	bool resv_merge;
 	bool resv_fill;       /* this reservation stored prod.fill_until */
 	/* Where a merge reservation's room is: the slot's index, its page and
@@ -266,6 +269,12 @@ struct up_end {
 	 * pool_lost()); 0: not seen since. */
 	uint64_t pool_lost_ns;
 };
+
+/* Whether @w holds a merge reservation (see resv_merge). */
+static inline bool up__resv_is_merge(const struct up_end *w)
+{
+	return w->resv_bytes != 0 && w->resv_merge;
+}
 
 /* shm.c: the segment; a pipe found inconsistent is marked broken for good. */
 int up__shm_create(const struct up_config *cfg, struct up_pipe **out);

@@ -243,11 +243,33 @@ void up__cache_shift(struct up_end *w, uint32_t n)
 	w->ncache -= n;
 }
 
+/* up__merge_close() for an end that holds the lock word, not the bias. */
+void up__merge_close_locked(struct up_end *w, struct up_shm_slot *s, uint32_t len)
+{
+	struct up_shm_lines *ln = w->p->ln;
+
+	up__progress_store(w, ln, &s->len, len);
+	w->last_len = len;
+	up__store_ahead(w, len);
+	up__lock_drop(w, &ln->wlock.word);
+	up__wake_line(w, &ln->rd_wait, 1);
+}
+
+/* up__merge_close()'s calls out: a revoker marked the bias (@revoked), a
+ * reader sleeps (@wake). */
+void up__merge_close_wake(struct up_end *w, bool revoked, bool wake)
+{
+	if (revoked)
+		up__busy_wake(w);
+	if (wake)
+		up__wake_line_slow(w, &w->p->ln->rd_wait, 1);
+}
+
 /* Forget the current reservation, if any, without publishing it. */
 void up__resv_cancel(struct up_end *w)
 {
 	up__resv_fill_end(w);
-	if (w->resv_merge) {
+	if (up__resv_is_merge(w)) {
 		w->resv_merge = false;
 		up__wlock_drop(w);
 	}

@@ -94,18 +94,42 @@ static inline void up__store_ahead(struct up_end *w, uint32_t len)
 		up__prefetch_store(w->last_base + len + UP_STORE_AHEAD + UP_CACHELINE);
 }
 
-/* Publish the merged bytes by growing @s's len to @len; drop the lock. */
+/* writer.c: up__merge_close()'s ways out of line. */
+void up__merge_close_locked(struct up_end *w, struct up_shm_slot *s, uint32_t len);
+void up__merge_close_wake(struct up_end *w, bool revoked, bool wake);
+
+/*
+ * Publish the merged bytes by growing @s's len to @len; drop the lock.
+ * Inline into the short ways, which are bound by their stores: here the
+ * lone writer (the bias ours) makes at most one call, out of line and
+ * only when a revoker or a sleeping reader needs it, so that no register
+ * has to be saved across it (each saved register is a store on every
+ * write). An end without the bias holds the lock word: out of line.
+ */
 static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
 {
 	/* Loaded once: the atomics below would make the compiler load the
 	 * pointers again for each use. */
 	struct up_shm_lines *ln = w->p->ln;
+	uint32_t nwait;
+	bool revoked;
 
+	if (up__unlikely(!w->biased)) {
+		up__merge_close_locked(w, s, len);
+		return;
+	}
 	up__progress_store(w, ln, &s->len, len);
 	w->last_len = len;
 	up__store_ahead(w, len);
-	up__biased_drop_own(w, &ln->wlock); /* up__wlock_drop() */
-	up__wake_line(w, &ln->rd_wait, 1);
+	/* up__wlock_drop(), then up__wake_line(): both loads before either
+	 * call. The nwait load stays after the progress store, as
+	 * up__wake_line() needs. */
+	revoked = up__bias_leave_own(w, &ln->wlock);
+	/* [wait] sc: the waker's load of nwait, as in up__wake_line(); pairs
+	 * with [wait] sc in up__wait_ready(). */
+	nwait = atomic_load_explicit(&ln->rd_wait.nwait, memory_order_seq_cst);
+	if (up__unlikely(revoked || nwait != 0))
+		up__merge_close_wake(w, revoked, nwait != 0);
 }
 
 /* The lone writer's copy of the last slot (writer.c, last_keep()) still

@@ -226,6 +226,74 @@ static void former_owner_does_not_wait_for_a_reservation(void)
 	up_pipe_release(p);
 }
 
+/* The short way's commit leaves resv_merge set (a store saved on every
+ * message): resv_bytes alone says whether a reservation is held. A former
+ * owner whose last reservation was committed that way, writing while the
+ * other writer's small reservation holds the word, must not let go of a lock
+ * it does not hold: its non-blocking write gets -EAGAIN and the word stays
+ * taken until the holder commits. */
+static void committed_short_reservation_holds_no_lock(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w1, *w2;
+	struct iovec iov[8];
+	size_t ps, k = 0;
+	char *buf;
+	uint32_t word;
+	int cnt = 8;
+
+	need_membarrier();
+	CHECK_OK(up_pipe_create(NULL, &p));
+	ps = up_page_size(p);
+	CHECK((buf = malloc(ps + 24)) != NULL);
+	CHECK_OK(up_open(p, UP_RD, &r));
+	CHECK_OK(up_open(p, UP_WR | UP_NONBLOCK, &w1));
+	CHECK_EQ(up_write(w1, "0123456789", 10), 10);
+	CHECK_EQ(up_reserve(w1, 90, iov, &cnt), 90);
+	memset(iov[0].iov_base, 'a', 90);
+	CHECK_OK(up_commit(w1, 90));
+	CHECK_EQ(w1->resv_bytes, 0);
+	CHECK(w1->biased);
+
+	/* w2 publishes a page of its own, with room left, taking the bias
+	 * back but leaving w1's last slot as w1 saw it; its small reservation
+	 * then merges into that page and holds the word. */
+	CHECK_OK(up_open(p, UP_WR, &w2));
+	CHECK_EQ(up_reserve(w2, ps - 100, iov, &cnt), (ssize_t)(ps - 100));
+	CHECK(!w2->resv_merge);
+	for (int i = 0; i < cnt; i++)
+		memset(iov[i].iov_base, 'P', iov[i].iov_len);
+	CHECK_OK(up_commit(w2, ps - 100));
+	cnt = 8;
+	CHECK_EQ(up_reserve(w2, 20, iov, &cnt), 20);
+	CHECK(w2->resv_merge);
+	memset(iov[0].iov_base, 'b', 20);
+	word = atomic_load(&p->ln->wlock.word);
+	CHECK(word != 0);
+	CHECK(w1->biased); /* not told yet */
+
+	CHECK_EQ(up_write(w1, "late", 4), -EAGAIN);
+	CHECK(!w1->biased);
+	CHECK_EQ(atomic_load(&p->ln->wlock.word), word);
+	CHECK_OK(up_commit(w2, 20));
+	CHECK_EQ(up_write(w1, "late", 4), 4);
+
+	read_exactly(r, buf, ps + 24);
+	CHECK(memcmp(buf, "0123456789", 10) == 0);
+	for (k = 10; k < 100; k++)
+		CHECK_EQ(buf[k], 'a');
+	for (; k < ps; k++)
+		CHECK_EQ(buf[k], 'P');
+	for (; k < ps + 20; k++)
+		CHECK_EQ(buf[k], 'b');
+	CHECK(memcmp(buf + k, "late", 4) == 0);
+	free(buf);
+	up_close(w2);
+	up_close(w1);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 /* A merged reservation's commit checks that its room is still the one it
  * was handed: a peer that grew the last slot meanwhile (only a hostile or
  * broken one can, the lock being ours) gets -EPROTO, not a len covering
@@ -635,8 +703,10 @@ static void sleeping_reader_fences_the_lone_writer(void)
 	CHECK_EQ(up__wait_fence(w, &p->ln->wr_wait), UINT64_MAX);
 	CHECK_EQ(w->c.syscalls, sc); /* writers' line: nothing to fence */
 
-	/* Asleep first, then the merge: the merge's wake finds it. */
+	/* Asleep first, then the merge: the merge's wake finds it, not the
+	 * end of its slice. */
 	sl.r = r;
+	sc = r->c.timeouts;
 	CHECK(pthread_create(&t, NULL, sleeper_main, &sl) == 0);
 	harness_wait_asleep(&sl.tid);
 	CHECK(w->biased && w->last_ok); /* the short way, the release store */
@@ -644,6 +714,7 @@ static void sleeping_reader_fences_the_lone_writer(void)
 	CHECK(pthread_join(t, NULL) == 0);
 	CHECK_EQ(sl.got, 6);
 	CHECK(memcmp(sl.buf, "abcdef", 6) == 0);
+	CHECK_EQ(r->c.timeouts, sc);
 
 	/* Asleep first, then a publish of a new page (head, stored with
 	 * release as well): woken by it, not by the end of its slice. */
@@ -1148,6 +1219,7 @@ int main(int argc, char **argv)
 	RUN(blocking_second_writer_is_woken_at_commit);
 	RUN(former_owner_does_not_wait_for_a_reservation);
 	RUN(merge_commit_checks_its_room);
+	RUN(committed_short_reservation_holds_no_lock);
 	RUN(forked_writer_marks_its_own_entry);
 	RUN(short_way_keeps_the_rules);
 	RUN(joined_writer_keeps_big_reservations_apart);

@@ -6,7 +6,8 @@
 #   bash tools/quickstart.sh bench [bench options...]
 #   bash tools/quickstart.sh test  [ctest options...]
 #
-# Environment: BUILD_DIR (default build), UP_CMAKE_ARGS (extra -D options).
+# Environment: BUILD_DIR (default build), UP_CMAKE_ARGS (extra -D options),
+# UP_TEST_JOBS (tests run at once; default: the CPUs).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -55,7 +56,10 @@ test)
 	install_deps
 	configure_and_build
 	cd "$build"
-	exec ctest --output-on-failure --timeout 900 "$@"
+	# As many tests at once as there are CPUs (UP_TEST_JOBS to change it);
+	# the few that time themselves against the machine run alone
+	# (RUN_SERIAL, tests/CMakeLists.txt).
+	exec ctest --output-on-failure --timeout 900 -j "${UP_TEST_JOBS:-$(nproc)}" "$@"
 	;;
 *)
 	echo "usage: $0 bench|test [options...]" >&2

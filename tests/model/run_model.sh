@@ -14,7 +14,9 @@
 # scratch files go to ./model-run/. Prints the state counts of every run.
 #
 # Environment: CC (default cc), MODEL_BIG=1 adds wake.pml with 2 writers x
-# 2 items (about 91 million states: 3-4 minutes and ~3 GB of memory).
+# 2 items (about 91 million states: 3-4 minutes and ~3 GB of memory),
+# MODEL_JOBS (default: the CPUs) runs that many checks at once; their
+# reports are printed in the order below once all have finished.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,20 +36,21 @@ mkdir -p "$work" || exit 1
 fail=0
 n=0
 
-# check NAME MODEL EXPECT(pass|fail) SPIN-DEFINES...
+# check NAME MODEL EXPECT(pass|fail) SPIN-DEFINES...: one model run, its
+# report on stdout; a failure leaves $work/NAME/failed. Run in the
+# background by run (below).
 check() {
 	local name=$1 model=$2 expect=$3
 	shift 3
 	local dir=$work/$name
 	mkdir -p "$dir"
-	cp "$here/$model" "$dir/" || return 1
-	n=$((n + 1))
+	cp "$here/$model" "$dir/" || { touch "$dir/failed"; return; }
 	if ! (cd "$dir" && spin "$@" -a "$model" >spin.log 2>&1); then
-		echo "FAIL $name: spin -a failed"; cat "$dir/spin.log"; fail=1; return
+		echo "FAIL $name: spin -a failed"; cat "$dir/spin.log"; touch "$dir/failed"; return
 	fi
 	if ! (cd "$dir" && "$cc" -O2 -w -DSAFETY -DCOLLAPSE -DMEMLIM=4096 -o pan pan.c \
 		>cc.log 2>&1); then
-		echo "FAIL $name: cannot compile pan.c"; cat "$dir/cc.log"; fail=1; return
+		echo "FAIL $name: cannot compile pan.c"; cat "$dir/cc.log"; touch "$dir/failed"; return
 	fi
 	local t0=$SECONDS
 	(cd "$dir" && ./pan -m200000 >pan.log 2>&1)
@@ -61,84 +64,113 @@ check() {
 		"$name" "$expect" "${errors:-?}" "${stored:-?}" "${trans:-?}" \
 		"$((SECONDS - t0))" "${what:+  ($what)}"
 	if grep -q -e 'out of memory' -e 'max search depth too small' "$log"; then
-		echo "FAIL $name: the search was incomplete"; tail -n 20 "$log"; fail=1; return
+		echo "FAIL $name: the search was incomplete"; tail -n 20 "$log"; touch "$dir/failed"; return
 	fi
 	if [ -z "$errors" ]; then
-		echo "FAIL $name: no verdict from pan"; tail -n 20 "$log"; fail=1; return
+		echo "FAIL $name: no verdict from pan"; tail -n 20 "$log"; touch "$dir/failed"; return
 	fi
 	if [ "$expect" = pass ] && [ "$errors" != 0 ]; then
 		echo "FAIL $name: the model of the code has an error; trail:"
 		(cd "$dir" && spin "$@" -t -p "$model" | tail -n 60)
-		fail=1
+		touch "$dir/failed"
 	elif [ "$expect" = fail ] && [ "$errors" = 0 ]; then
 		echo "FAIL $name: the broken variant was NOT caught"
-		fail=1
+		touch "$dir/failed"
 	elif [ "$expect" = fail ]; then
 		# Keep the counterexample for whoever wants to read it.
 		(cd "$dir" && spin "$@" -t -p -g "$model" >trail.txt 2>&1)
 	fi
 }
 
+# Section headers and checks, in order: a header is printed as is, a check
+# is started at once (at most $jobs at a time) and its report printed at the
+# end in this order.
+jobs=${MODEL_JOBS:-$(nproc 2>/dev/null || echo 1)}
+order=()
+section() {
+	order+=("#$1")
+}
+run() {
+	local name=$1
+	mkdir -p "$work/$name"
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+		wait -n
+	done
+	check "$@" >"$work/$name.report" 2>&1 &
+	order+=("$name")
+	n=$((n + 1))
+}
+
 echo "spin: $(spin -V 2>&1 | head -n1)"
-echo "== sleep/wake handshake (core/wake.h): 2 sleeping readers"
-check wake_w2_i1          wake.pml pass -DNR=2 -DNW=2 -DITEMS=1
-check wake_w1_i3          wake.pml pass -DNR=2 -DNW=1 -DITEMS=3
-check wake_w2_i1_BROKEN   wake.pml fail -DNR=2 -DNW=2 -DITEMS=1 -DBROKEN
-check wake_w1_i3_BROKEN   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DBROKEN
+section "== sleep/wake handshake (core/wake.h): 2 sleeping readers"
+run wake_w2_i1          wake.pml pass -DNR=2 -DNW=2 -DITEMS=1
+run wake_w1_i3          wake.pml pass -DNR=2 -DNW=1 -DITEMS=3
+run wake_w2_i1_BROKEN   wake.pml fail -DNR=2 -DNW=2 -DITEMS=1 -DBROKEN
+run wake_w1_i3_BROKEN   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DBROKEN
 # The sleeper's membarrier() makes the buffered progress store safe again
 # (the lone writer's release store of len, with a fencing sleeper).
-check wake_w1_i3_FENCED   wake.pml pass -DNR=2 -DNW=1 -DITEMS=3 -DBROKEN -DFENCED
+run wake_w1_i3_FENCED   wake.pml pass -DNR=2 -DNW=1 -DITEMS=3 -DBROKEN -DFENCED
 # Mutants 1 and 2 lose a wake of data; with the writers closing, the close's
 # wake for all repairs that before the end, so they are checked below, with
 # the writers staying open.
-check wake_mutant3        wake.pml fail -DNR=2 -DNW=2 -DITEMS=1 -DMUTANT=3
-check wake_mutant6        wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DMUTANT=6
-echo "== the same, writers staying open (NOCLOSE): no data left asleep"
-check wake_open_w2_i1     wake.pml pass -DNR=2 -DNW=2 -DITEMS=1 -DNOCLOSE
-check wake_open_w1_i3     wake.pml pass -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE
-check wake_open_BROKEN    wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DBROKEN
-check wake_open_FENCED    wake.pml pass -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DBROKEN -DFENCED
-check wake_open_mutant1   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=1
-check wake_open_mutant2   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=2
-check wake_open_mutant4   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=4
-check wake_open_mutant5   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=5
+run wake_mutant3        wake.pml fail -DNR=2 -DNW=2 -DITEMS=1 -DMUTANT=3
+run wake_mutant6        wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DMUTANT=6
+section "== the same, writers staying open (NOCLOSE): no data left asleep"
+run wake_open_w2_i1     wake.pml pass -DNR=2 -DNW=2 -DITEMS=1 -DNOCLOSE
+run wake_open_w1_i3     wake.pml pass -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE
+run wake_open_BROKEN    wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DBROKEN
+run wake_open_FENCED    wake.pml pass -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DBROKEN -DFENCED
+run wake_open_mutant1   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=1
+run wake_open_mutant2   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=2
+run wake_open_mutant4   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=4
+run wake_open_mutant5   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=5
 if [ "${MODEL_BIG:-0}" = 1 ]; then
-	check wake_w2_i2      wake.pml pass -DNR=2 -DNW=2 -DITEMS=2
-	check wake_w2_i1_FENCED wake.pml pass -DNR=2 -DNW=2 -DITEMS=1 -DBROKEN -DFENCED
+	run wake_w2_i2      wake.pml pass -DNR=2 -DNW=2 -DITEMS=2
+	run wake_w2_i1_FENCED wake.pml pass -DNR=2 -DNW=2 -DITEMS=1 -DBROKEN -DFENCED
 fi
-echo "== publish protocol (core/writer.c, core/reader.c): merge vs retire"
-check publish_s2_p2_b5    publish.pml pass
-check publish_s4_p3_b7    publish.pml pass -DS=4 -DP=3 -DB=7
-check publish_RETIRE      publish.pml fail -DBROKEN_RETIRE
-check publish_REREAD      publish.pml fail -DBROKEN_REREAD
-echo "== writers' lock biased to a lone writer (core/wlock.h): TSO store buffers"
-check bias_n2             bias.pml pass
-check bias_n3             bias.pml pass -DN=3
-check bias_nofence        bias.pml pass -DNOFENCE
-check bias_nofence_idle   bias.pml pass -DNOFENCE -DIDLE
-check bias_idle           bias.pml pass -DIDLE
-check bias_mutant1        bias.pml fail -DMUTANT=1
-check bias_mutant2        bias.pml fail -DMUTANT=2
-check bias_nofence_mutant3 bias.pml fail -DNOFENCE -DMUTANT=3
-check bias_idle_mutant4   bias.pml fail -DNOFENCE -DIDLE -DMUTANT=4
-echo "== the futex mutex of both locks (core/lock.c): every sleeper is woken in turn"
-check lock_n3_r2          lock.pml pass
-check lock_n2_r3          lock.pml pass -DN=2 -DROUNDS=3
-check lock_mutant1        lock.pml fail -DMUTANT=1
-check lock_mutant2        lock.pml fail -DMUTANT=2
-check lock_death_n3_r1    lock.pml pass -DDEATH -DROUNDS=1
-check lock_death_n2_r3    lock.pml pass -DDEATH -DN=2 -DROUNDS=3
-check lock_death_mutant3  lock.pml fail -DDEATH -DROUNDS=1 -DMUTANT=3
-check lock_poller_n2_r2   lock.pml pass -DPOLLER -DN=2
-check lock_poller_mutant4 lock.pml fail -DPOLLER -DN=2 -DMUTANT=4
-echo "== the hand-off to a queued sleeper (core/lock.c, up__lock_pass())"
-check lock_handoff_mutant5 lock.pml fail -DMUTANT=5
-check lock_handoff_mutant6 lock.pml fail -DMUTANT=6
-check lock_timeout_n3_r1  lock.pml pass -DTIMEOUT -DROUNDS=1
-check lock_timeout_n2_r4  lock.pml pass -DTIMEOUT -DN=2 -DROUNDS=4
-check lock_timeout_death  lock.pml pass -DTIMEOUT -DDEATH -DN=2 -DROUNDS=3
-check lock_timeout_mutant7 lock.pml fail -DTIMEOUT -DROUNDS=1 -DMUTANT=7
+section "== publish protocol (core/writer.c, core/reader.c): merge vs retire"
+run publish_s2_p2_b5    publish.pml pass
+run publish_s4_p3_b7    publish.pml pass -DS=4 -DP=3 -DB=7
+run publish_RETIRE      publish.pml fail -DBROKEN_RETIRE
+run publish_REREAD      publish.pml fail -DBROKEN_REREAD
+section "== writers' lock biased to a lone writer (core/wlock.h): TSO store buffers"
+run bias_n2             bias.pml pass
+run bias_n3             bias.pml pass -DN=3
+run bias_nofence        bias.pml pass -DNOFENCE
+run bias_nofence_idle   bias.pml pass -DNOFENCE -DIDLE
+run bias_idle           bias.pml pass -DIDLE
+run bias_mutant1        bias.pml fail -DMUTANT=1
+run bias_mutant2        bias.pml fail -DMUTANT=2
+run bias_nofence_mutant3 bias.pml fail -DNOFENCE -DMUTANT=3
+run bias_idle_mutant4   bias.pml fail -DNOFENCE -DIDLE -DMUTANT=4
+section "== the futex mutex of both locks (core/lock.c): every sleeper is woken in turn"
+run lock_n3_r2          lock.pml pass
+run lock_n2_r3          lock.pml pass -DN=2 -DROUNDS=3
+run lock_mutant1        lock.pml fail -DMUTANT=1
+run lock_mutant2        lock.pml fail -DMUTANT=2
+run lock_death_n3_r1    lock.pml pass -DDEATH -DROUNDS=1
+run lock_death_n2_r3    lock.pml pass -DDEATH -DN=2 -DROUNDS=3
+run lock_death_mutant3  lock.pml fail -DDEATH -DROUNDS=1 -DMUTANT=3
+run lock_poller_n2_r2   lock.pml pass -DPOLLER -DN=2
+run lock_poller_mutant4 lock.pml fail -DPOLLER -DN=2 -DMUTANT=4
+section "== the hand-off to a queued sleeper (core/lock.c, up__lock_pass())"
+run lock_handoff_mutant5 lock.pml fail -DMUTANT=5
+run lock_handoff_mutant6 lock.pml fail -DMUTANT=6
+run lock_timeout_n3_r1  lock.pml pass -DTIMEOUT -DROUNDS=1
+run lock_timeout_n2_r4  lock.pml pass -DTIMEOUT -DN=2 -DROUNDS=4
+run lock_timeout_death  lock.pml pass -DTIMEOUT -DDEATH -DN=2 -DROUNDS=3
+run lock_timeout_mutant7 lock.pml fail -DTIMEOUT -DROUNDS=1 -DMUTANT=7
 
+wait
+for item in "${order[@]}"; do
+	case $item in
+	\#*) echo "${item#\#}" ;;
+	*)
+		cat "$work/$item.report"
+		[ -e "$work/$item/failed" ] && fail=1
+		;;
+	esac
+done
 if [ "$fail" != 0 ]; then
 	echo "model check: FAILED (scratch files in $work)"
 	exit 1

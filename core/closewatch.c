@@ -56,13 +56,13 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "thread.h"
 #include "up_int.h"
 
 struct cw_watch {
@@ -364,30 +364,17 @@ static void *cw_main(void *arg)
 
 void up__closewatch_serve(int fd)
 {
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_t t;
-
 	/* relaxed: a hint; the decision is made again under cw.mu. */
 	if (atomic_load_explicit(&cw.thread, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&cw.mu);
 	if (fd == cw.fd && !cw_served() &&
 	    (!cw.spawn_ns || up__coarse_ns() - cw.spawn_ns >= CW_SPAWN_RETRY_NS)) {
-		/* Every signal blocked: none of the host's lands on it. */
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		if (pthread_create(&t, &attr, cw_main, (void *)(intptr_t)fd) == 0) {
-			pthread_setname_np(t, "uringpipe-close");
+		if (up__thread_start(NULL, 0, cw_main, (void *)(intptr_t)fd, "uringpipe-close") == 0)
 			/* relaxed: under cw.mu. */
 			atomic_store_explicit(&cw.thread, true, memory_order_relaxed);
-		} else {
+		else
 			cw.spawn_ns = up__coarse_ns(); /* meanwhile the slices */
-		}
-		pthread_attr_destroy(&attr);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	pthread_mutex_unlock(&cw.mu);
 }

@@ -24,7 +24,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -37,9 +36,7 @@
 #include <unistd.h>
 
 #include "name.h"
-#include "up_int.h"
-
-#include "name.h"
+#include "thread.h"
 #include "up_int.h"
 
 #ifndef RENAME_NOREPLACE
@@ -374,7 +371,6 @@ int up_listen2(struct up_pipe *p, const char *name, unsigned int mode, unsigned 
 	struct up_listener *l;
 	struct sockaddr_un sa;
 	socklen_t salen;
-	sigset_t all, old;
 	int r, fd;
 
 	if (!p || !out || (flags & ~UP_LISTEN_ALL) || (mode & ~0777u))
@@ -423,17 +419,11 @@ int up_listen2(struct up_pipe *p, const char *name, unsigned int mode, unsigned 
 			r = -errno;
 			goto err_placed;
 		}
-		/* Every signal blocked in the thread: they stay the
-		 * application's threads' business. */
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		r = -pthread_create(&l->tid, NULL, listener_main, l);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		/* Signals stay the application's threads' business. */
+		r = up__thread_start(&l->tid, 0, listener_main, l, "up-listen");
 		if (r < 0)
 			goto err_placed;
 		l->thread = true;
-		/* For ps and gdb (and the tests), named before we return. */
-		(void)pthread_setname_np(l->tid, "up-listen");
 	}
 	*out = l;
 	return 0;

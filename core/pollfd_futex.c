@@ -2,8 +2,9 @@
 /*
  * pollfd_futex.c - poll mode without io_uring: helper threads that wait on
  * the futex words of armed ends with futex_waitv(2) and write each end's
- * eventfd when its wait would have ended, and one pidfd watcher thread that
- * writes it when a peer process dies.
+ * eventfd when its wait would have ended. The peers' pidfds of an armed end
+ * are the pidfd watcher's (pidwatch.c), which writes the same eventfd when
+ * a peer process dies.
  *
  * An armed end (poll.c) is announced on its wait line exactly as for the io_uring
  * poll ring; what that ring's FUTEX_WAIT does, a helper does here: it waits
@@ -36,25 +37,14 @@
  * copy of the registry is emptied by the child's atfork handler, and its first
  * arm makes a helper of its own.
  *
- * The fd returned by up_pollfd() is the end's eventfd, its one fd. The
- * peers' pidfds of armed ends sit in one epoll set of the process (made at
- * the first arm with a pidfd, with the watcher thread that waits on it), as
- * EPOLLONESHOT entries keyed by fd number: a peer's death wakes the watcher
- * through the kernel, which writes the eventfd of the end whose pidfd it is
- * (under the registry lock, as a helper does) and leaves the end on its
- * watch for its disarm to take off. Nothing runs while idle. An entry is
- * deleted by the disarm of the end that added it, and only while no other
- * armed end has a pidfd of that number: a number closed since (the end's
- * peer list was rebuilt) and reused by another end's arm is that end's now.
+ * The fd returned by up_pollfd() is the end's eventfd, its one fd. Nothing
+ * runs while idle.
  */
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
-#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -62,6 +52,7 @@
 
 #include "ring.h"
 #include "pollfd_futex.h"
+#include "thread.h"
 
 #ifndef SYS_futex_waitv
 #define SYS_futex_waitv 449
@@ -76,7 +67,6 @@
 
 enum { PF_IDLE, PF_PENDING, PF_FIRED };
 enum { PF_WHY_WORD, PF_WHY_TICK, PF_WHY_ERR };
-#define PF_WATCH_EVENTS 16
 
 /* One word some armed ends wait on: one entry of a helper's vector. */
 struct pf_watch {
@@ -102,11 +92,7 @@ static struct {
 	uint32_t gen;        /* bumped in a forked child: older registrations are void */
 	int nhelper;
 	struct up__pf_helper *h[PF_HELPERS];
-	int pep;             /* the pidfd watcher's epoll set; -1 until needed */
-	bool pep_failed;     /* making it (or its thread) failed here: ticks */
-	struct up__pf_end *pid_ends; /* armed ends with pidfds in pep */
-} reg = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .gen = 1,
-	  .pep = -1 };
+} reg = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .gen = 1 };
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
@@ -131,13 +117,6 @@ static void atfork_child(void)
 		up__free(reg.h[i]);
 	reg.nhelper = 0;
 	reg.gen++;
-	/* The parent's set (this is the child's copy of its fd; the parent's
-	 * stays) and its watcher thread, which did not come along. */
-	if (reg.pep >= 0)
-		close(reg.pep);
-	reg.pep = -1;
-	reg.pep_failed = false;
-	reg.pid_ends = NULL;
 	pthread_cond_init(&reg.cv, NULL);
 	pthread_mutex_unlock(&reg.mu);
 }
@@ -285,38 +264,6 @@ static void *helper_main(void *arg)
 	return NULL;
 }
 
-/* A detached thread of ours with every signal blocked (no signal of the
- * host's lands on it). 0 or the pthread_create() error. */
-static int spawn(void *(*fn)(void *), void *arg, const char *name)
-{
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_t t;
-	int r;
-
-	pthread_once(&atfork_once, atfork_install);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, (size_t)256 * 1024);
-	r = pthread_create(&t, &attr, fn, arg);
-	/* glibc carves the host's static TLS out of a new thread's stack: a
-	 * program with large _Thread_local data gets EINVAL for a small one.
-	 * The default size is the host's own choice for its threads. */
-	if (r == EINVAL) {
-		pthread_attr_destroy(&attr);
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		r = pthread_create(&t, &attr, fn, arg);
-	}
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r == 0)
-		pthread_setname_np(t, name);
-	return r;
-}
-
 /* Under the lock: a new helper and its thread, or NULL. */
 static struct up__pf_helper *helper_new(void)
 {
@@ -327,111 +274,13 @@ static struct up__pf_helper *helper_new(void)
 	h = up__calloc(1, sizeof(*h));
 	if (!h)
 		return NULL;
-	if (spawn(helper_main, h, "uringpipe-poll") != 0) {
+	pthread_once(&atfork_once, atfork_install);
+	if (up__thread_start(NULL, (size_t)256 * 1024, helper_main, h, "uringpipe-poll") != 0) {
 		up__free(h);
 		return NULL;
 	}
 	reg.h[reg.nhelper++] = h;
 	return h;
-}
-
-/* Under the lock: the armed end of this process whose pidfd is @fd. */
-static struct up__pf_end *pid_owner(int fd)
-{
-	struct up__pf_end *pe;
-	int i;
-
-	for (pe = reg.pid_ends; pe; pe = pe->pnext)
-		for (i = 0; i < pe->npidfd; i++)
-			if (pe->pidfd[i] == fd)
-				return pe;
-	return NULL;
-}
-
-/*
- * The pidfd watcher: a peer of an armed end died. Make that end's fd
- * readable; the end stays on its watch until its disarm takes it off (so no
- * helper is left waiting on a word for nobody, as a fire() here could).
- * An event for a number no armed end has now (its end disarmed meanwhile,
- * or a copy inherited over fork outlived it) is dropped: oneshot, it does
- * not come back.
- */
-static void *watcher_main(void *arg)
-{
-	struct epoll_event ev[PF_WATCH_EVENTS];
-	int ep = (int)(intptr_t)arg, i, n;
-	uint64_t one = 1;
-
-	for (;;) {
-		n = epoll_wait(ep, ev, PF_WATCH_EVENTS, -1);
-		if (n < 0) {
-			struct timespec b = { 0, (long)PF_ERR_BACKOFF_NS };
-
-			if (errno != EINTR)
-				nanosleep(&b, NULL); /* not ours to fix; do not spin */
-			continue;
-		}
-		pthread_mutex_lock(&reg.mu);
-		if (reg.pep != ep) {
-			/* Never: the set lives as long as the process. */
-			pthread_mutex_unlock(&reg.mu);
-			return NULL;
-		}
-		for (i = 0; i < n; i++) {
-			struct up__pf_end *pe = pid_owner(ev[i].data.fd);
-
-			if (pe) {
-				pe->peer_fired = true;
-				(void)!write(pe->efd, &one, sizeof(one));
-			}
-		}
-		pthread_mutex_unlock(&reg.mu);
-	}
-	return NULL;
-}
-
-/* Under the lock: the watcher's set, made with its thread the first time
- * an arm has a pidfd; -1 if they cannot be made here. */
-static int pep_get(uint64_t *syscalls)
-{
-	int ep;
-
-	if (reg.pep >= 0 || reg.pep_failed)
-		return reg.pep;
-	*syscalls += 1;
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	if (ep >= 0 && spawn(watcher_main, (void *)(intptr_t)ep, "uringpipe-pidfd") != 0) {
-		close(ep);
-		ep = -1;
-	}
-	if (ep < 0)
-		reg.pep_failed = true;
-	reg.pep = ep;
-	return ep;
-}
-
-/* Under the lock: take @pe's pidfds out of the watcher's set (those that
- * are still its own) and @pe off the list. */
-static void pid_unregister(struct up__pf_end *pe, uint64_t *syscalls)
-{
-	int i;
-
-	if (pe->pprev)
-		pe->pprev->pnext = pe->pnext;
-	else if (reg.pid_ends == pe)
-		reg.pid_ends = pe->pnext;
-	if (pe->pnext)
-		pe->pnext->pprev = pe->pprev;
-	pe->pnext = pe->pprev = NULL;
-	for (i = 0; i < pe->npidfd; i++) {
-		/* A pidfd closed since (peers_watch() rebuilt the list) left
-		 * the set by itself: ENOENT or EBADF, nothing to undo. Its
-		 * number reused by another armed end's pidfd is that end's. */
-		if (pid_owner(pe->pidfd[i]))
-			continue;
-		*syscalls += 1;
-		epoll_ctl(reg.pep, EPOLL_CTL_DEL, pe->pidfd[i], NULL);
-	}
 }
 
 /* Under the lock: the helper and slot watching @word, made if need be. */
@@ -521,27 +370,21 @@ static void unregister(struct up__pf_end *pe)
 
 int up__pf_disarm(struct up__pf_end *pe, uint64_t *syscalls)
 {
-	struct pollfd pfd[UP_PF_PIDFDS];
 	uint64_t junk;
-	int state, why, i, n, peer = 0;
+	int state, why, peer = 0;
 	bool peer_fired;
 
 	if (pe->efd < 0 || !pe->armed)
 		return 0;
 	pe->armed = false;
+	peer_fired = up__pw_unwatch(&pe->pw, syscalls);
 	pthread_mutex_lock(&reg.mu);
-	if (pe->gen != reg.gen) {
-		/* Registered in the parent before a fork: nothing of it is in
-		 * this process's registry. */
+	/* Registered in the parent before a fork: nothing of it is in this
+	 * process's registry. */
+	if (pe->gen != reg.gen)
 		pe->state = PF_IDLE;
-		pe->pnext = pe->pprev = NULL;
-	} else if (pe->npidfd) {
-		pid_unregister(pe, syscalls);
-	}
 	state = pe->state;
 	why = pe->why;
-	peer_fired = pe->peer_fired;
-	pe->peer_fired = false;
 	if (state == PF_PENDING)
 		unregister(pe);
 	pe->state = PF_IDLE;
@@ -553,18 +396,8 @@ int up__pf_disarm(struct up__pf_end *pe, uint64_t *syscalls)
 		if (peer_fired || why != PF_WHY_WORD)
 			peer = 1;
 	}
-	if (pe->npidfd) {
-		/* A peer that died after the watcher's last look, or before
-		 * it got to us: the next call looks for dead peers. */
-		for (i = 0; i < pe->npidfd; i++)
-			pfd[i] = (struct pollfd){ .fd = pe->pidfd[i], .events = POLLIN };
-		*syscalls += 1;
-		n = poll(pfd, (nfds_t)pe->npidfd, 0);
-		for (i = 0; n > 0 && i < pe->npidfd; i++)
-			if (pfd[i].revents & POLLIN)
-				peer = 1;
-		pe->npidfd = 0;
-	}
+	if (up__pw_dead(&pe->pw, syscalls))
+		peer = 1;
 	return peer;
 }
 
@@ -573,40 +406,18 @@ int up__pf_arm(struct up__pf_end *pe, _Atomic uint32_t *word, uint32_t expect,
 {
 	struct up__pf_helper *h;
 	bool need_kick;
-	int i, r, wi;
+	int r, wi;
 
 	if (pe->efd < 0)
 		return have_waitv(syscalls) ? -EINVAL : -EOPNOTSUPP;
 	if (pe->armed)
 		up__pf_disarm(pe, syscalls);
 	pe->armed = true;
-	if (npeer > UP_PF_PIDFDS) {
-		npeer = UP_PF_PIDFDS;
-		tick = true; /* the rest is covered by the ticks */
-	}
+	/* A peer the watcher does not cover (beyond UP_PF_PIDFDS, or no
+	 * watcher here) is covered by the ticks. */
+	if (npeer > 0 && up__pw_watch(&pe->pw, pe->efd, pidfds, npeer, syscalls) < npeer)
+		tick = true;
 	pthread_mutex_lock(&reg.mu);
-	pe->gen = reg.gen;
-	pe->peer_fired = false;
-	if (npeer > 0 && pep_get(syscalls) < 0) {
-		npeer = 0;
-		tick = true; /* no watcher: the ticks cover every peer */
-	}
-	for (i = 0; i < npeer; i++) {
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.fd = pidfds[i] };
-
-		*syscalls += 1;
-		if (epoll_ctl(reg.pep, EPOLL_CTL_ADD, pidfds[i], &ev) == 0)
-			pe->pidfd[pe->npidfd++] = pidfds[i];
-		else
-			tick = true; /* this peer is not watched */
-	}
-	if (pe->npidfd) {
-		pe->pprev = NULL;
-		pe->pnext = reg.pid_ends;
-		if (pe->pnext)
-			pe->pnext->pprev = pe;
-		reg.pid_ends = pe;
-	}
 	r = watch_find(word, &h, &wi);
 	if (r < 0) {
 		pthread_mutex_unlock(&reg.mu);

@@ -12,12 +12,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define UP_PF_PIDFDS 16 /* pidfds one armed end adds to its epoll set */
+#include "pidwatch.h"
+
+#define UP_PF_PIDFDS UP_PW_PIDFDS /* pidfds of one armed end watched */
 
 struct up__pf_helper;
 
-/* One end's poll-mode state. Every field past efd/pid is guarded by the
- * process's registry lock (pollfd_futex.c) while the end is registered. */
+/* One end's poll-mode state. Every field past efd/pid up to pw is guarded
+ * by the process's registry lock (pollfd_futex.c) while the end is
+ * registered; pw by the pidfd watcher's (pidwatch.c). */
 struct up__pf_end {
 	int efd;          /* what up_pollfd() returns; written when the armed
 			   * wait would end (a helper) or a peer died (the
@@ -26,17 +29,14 @@ struct up__pf_end {
 	bool armed;       /* between arm and disarm; the end's own thread only */
 	int state;        /* PF_IDLE, PF_PENDING (on a watch), PF_FIRED */
 	int why;          /* what fired it (PF_WHY_*) */
-	bool peer_fired;  /* the pidfd watcher wrote efd during this arm */
 	uint32_t gen;     /* the registry's generation when registered */
 	struct up__pf_helper *h;
 	int wi;           /* its watch in h */
 	struct up__pf_end *next, *prev; /* the watch's pending ends */
-	struct up__pf_end *pnext, *pprev; /* the ends with pidfds in the watcher's set */
 	uint32_t expect;
 	bool tick;        /* blind: readable every UP_WAIT_SLICE_NS while armed */
 	uint64_t tick_at;
-	int pidfd[UP_PF_PIDFDS]; /* in the watcher's epoll set, by the arm */
-	int npidfd;
+	struct up__pw_end pw; /* the peers' pidfds, while armed */
 };
 
 /* -1 in the fd, nothing registered. */

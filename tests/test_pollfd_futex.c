@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -702,6 +703,61 @@ static void arm_wake_torture(void)
 }
 
 /*
+ * The disarm's own look at the pidfds (pidwatch.c, up__pw_dead()): a peer
+ * that died after the watcher's last look, or before the watcher got to
+ * it, still makes the next call look for dead peers. A dead process's pidfd
+ * polls readable whether or not the watcher has run; a live one's does not.
+ */
+static void disarm_looks_at_the_pidfds(void)
+{
+	struct up__pw_end we;
+	uint64_t sc = 0;
+	int gate[2], fds[2], efd, st;
+	pid_t dead, live;
+
+	CHECK_SYS(pipe(gate));
+	dead = fork();
+	CHECK_SYS(dead);
+	if (dead == 0)
+		_exit(0);
+	live = fork();
+	CHECK_SYS(live);
+	if (live == 0) {
+		char c;
+
+		close(gate[1]);
+		_exit(read(gate[0], &c, 1) == 0 ? 0 : 1); /* until the pipe closes */
+	}
+	close(gate[0]);
+	/* Opened before the reap (a reaped pid has no pidfd to open). */
+	fds[0] = (int)syscall(SYS_pidfd_open, dead, 0);
+	fds[1] = (int)syscall(SYS_pidfd_open, live, 0);
+	CHECK_EQ(waitpid(dead, &st, 0), dead);
+	CHECK_SYS(fds[0]);
+	CHECK_SYS(fds[1]);
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	CHECK_SYS(efd);
+
+	memset(&we, 0, sizeof(we));
+	if (up__pw_watch(&we, efd, fds, 2, &sc) < 2)
+		SKIP("no pidfd watcher here");
+	(void)up__pw_unwatch(&we, &sc);
+	CHECK(up__pw_dead(&we, &sc));
+	CHECK_EQ(we.npidfd, 0);
+
+	CHECK_EQ(up__pw_watch(&we, efd, &fds[1], 1, &sc), 1);
+	CHECK(!up__pw_unwatch(&we, &sc));
+	CHECK(!up__pw_dead(&we, &sc));
+
+	close(gate[1]);
+	CHECK_EQ(waitpid(live, &st, 0), live);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(fds[0]);
+	close(fds[1]);
+	close(efd);
+}
+
+/*
  * The helpers' semantics, through a futex waker's ops on a word of our own:
  * an arm with a stale value fires at once; a wake fires even when the word
  * is back at its value (a lock word may be); a blind arm (no pidfd, one
@@ -1012,6 +1068,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	RUN(helper_semantics);
+	RUN(disarm_looks_at_the_pidfds);
 	RUN(disarmed_poller_keeps_no_wake);
 	RUN(close_while_armed_is_clean);
 	RUN(child_arms_its_own);

@@ -243,14 +243,12 @@ void up__cache_shift(struct up_end *w, uint32_t n)
 	w->ncache -= n;
 }
 
-/* up__merge_close() for an end that holds the lock word, not the bias. */
-void up__merge_close_locked(struct up_end *w, struct up_shm_slot *s, uint32_t len)
+/* The end of up__merge_close() for an end that holds the lock word, not
+ * the bias. */
+void up__merge_close_locked(struct up_end *w)
 {
 	struct up_shm_lines *ln = w->p->ln;
 
-	up__progress_store(w, ln, &s->len, len);
-	w->last_len = len;
-	up__store_ahead(w, len);
 	up__lock_drop(w, &ln->wlock.word);
 	up__wake_line(w, &ln->rd_wait, 1);
 }

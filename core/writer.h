@@ -95,7 +95,7 @@ static inline void up__store_ahead(struct up_end *w, uint32_t len)
 }
 
 /* writer.c: up__merge_close()'s ways out of line. */
-void up__merge_close_locked(struct up_end *w, struct up_shm_slot *s, uint32_t len);
+void up__merge_close_locked(struct up_end *w);
 void up__merge_close_wake(struct up_end *w, bool revoked, bool wake);
 
 /*
@@ -104,7 +104,7 @@ void up__merge_close_wake(struct up_end *w, bool revoked, bool wake);
  * lone writer (the bias ours) makes at most one call, out of line and
  * only when a revoker or a sleeping reader needs it, so that no register
  * has to be saved across it (each saved register is a store on every
- * write). An end without the bias holds the lock word: out of line.
+ * write). An end without the bias drops the lock word out of line.
  */
 static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint32_t len)
 {
@@ -114,13 +114,13 @@ static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint
 	uint32_t nwait;
 	bool revoked;
 
-	if (up__unlikely(!w->biased)) {
-		up__merge_close_locked(w, s, len);
-		return;
-	}
 	up__progress_store(w, ln, &s->len, len);
 	w->last_len = len;
 	up__store_ahead(w, len);
+	if (up__unlikely(!w->biased)) {
+		up__merge_close_locked(w);
+		return;
+	}
 	/* up__wlock_drop(), then up__wake_line(): both loads before either
 	 * call. The nwait load stays after the progress store, as
 	 * up__wake_line() needs. */

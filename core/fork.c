@@ -174,6 +174,7 @@ static void child_adopt(struct up_end *e, uint32_t idx, uint32_t state, pid_t se
 	e->armed = UP_ARMED_NONE;
 	e->armed_on = UP_ARMED_ON_LINE;
 	e->streak = 0;
+	e->coalesce_backoff = 0;
 	e->err = 0;
 	e->tail_cache = 0;
 	e->sweep_gen = 0;

@@ -35,6 +35,13 @@
  * start over after every spin. A request/response reader, whose reads all
  * wait, never coalesces.
  *
+ * A wait that runs out also doubles the streak the next one needs
+ * (coalesce_backoff, up to UP_STREAK_MIN << UP_BACKOFF_MAX reads), and one
+ * that sees a page come halves it. A reader whose writer cannot move while
+ * it waits (the same thread writes and reads, or the writer is not on a
+ * CPU) would otherwise spin UP_COALESCE_NS for nothing after every
+ * UP_STREAK_MIN reads that drained the ring.
+ *
  * The kept slot. A read cut short inside a slot keeps that slot's page and
  * the len it loaded in the end, as a peek does for the first slot it shows
  * (peek.c); the next read or peek of this end takes them from
@@ -253,7 +260,7 @@ bool up__coalesce(struct up_end *rd)
 	uint64_t t0;
 	unsigned int i;
 
-	if (rd->streak < UP_STREAK_MIN)
+	if (!up__streak_full(rd))
 		return false;
 	/* Data is left from the last call: no wait, unless all of it is in the
 	 * page the writer appends to. */
@@ -263,10 +270,15 @@ bool up__coalesce(struct up_end *rd)
 	for (i = 0;; i++) {
 		/* relaxed: a hint; up__read_locked() loads head again with
 		 * [head] acq. */
-		if (atomic_load_explicit(head, memory_order_relaxed) - rd->seen_head != 0)
+		if (atomic_load_explicit(head, memory_order_relaxed) - rd->seen_head != 0) {
+			if (rd->coalesce_backoff > 0)
+				rd->coalesce_backoff--;
 			return true;
+		}
 		if ((i & 15) == 15 && up__now_ns() - t0 >= UP_COALESCE_NS) {
 			rd->streak = 0; /* the writer stopped streaming */
+			if (rd->coalesce_backoff < UP_BACKOFF_MAX)
+				rd->coalesce_backoff++;
 			return false;
 		}
 		up__cpu_relax();

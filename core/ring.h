@@ -260,9 +260,14 @@ static inline bool up__fin_here(struct up_end *rd, uint32_t *off)
  * reader just loaded. A reader that does not coalesce (its reads wait for
  * the writer) keeps the short way into the last slot.
  */
+static inline bool up__streak_full(const struct up_end *rd)
+{
+	return rd->streak >= UP_STREAK_MIN << rd->coalesce_backoff;
+}
+
 static inline bool up__fin_usable(const struct up_end *rd)
 {
-	return rd->fin_valid && !(rd->fin_last && rd->streak >= UP_STREAK_MIN);
+	return rd->fin_valid && !(rd->fin_last && up__streak_full(rd));
 }
 
 /* @n bytes from @off in the kept slot can be taken without retiring it: all

@@ -133,8 +133,10 @@ struct up_pipe {
 #define UP_ARMED_ON_WORD  1 /* the writers' lock word (wlock.npoll counted) */
 #define UP_ARMED_ON_BUSY  2 /* a bias owner's busy word (nothing counted) */
 /* Reads that drain the ring without waiting before a reader coalesces
- * (reader.c, up__coalesce()). */
+ * (reader.c, up__coalesce()), shifted left by the end's coalesce_backoff,
+ * which a coalescing wait that ran out raises up to UP_BACKOFF_MAX. */
 #define UP_STREAK_MIN    4u
+#define UP_BACKOFF_MAX   10u
 #define UP_SPIN_INIT_NS  20000u /* first spin budget before sleeping */
 #define UP_SPIN_MIN_NS   10000u
 #define UP_SPIN_MAX_NS   100000u /* and the longest sleep it learns from (wait.c) */
@@ -208,6 +210,10 @@ struct up_end {
 	/* Reader: consecutive reads that found small amounts without waiting
 	 * (a fast writer streaming small writes); see reader.c. */
 	uint32_t streak;
+	/* Reader: UP_STREAK_MIN << this is the streak that coalesces; one
+	 * more for each coalescing wait that ran out, one less for each that
+	 * saw a page come (reader.c, up__coalesce()). */
+	uint32_t coalesce_backoff;
 	uint32_t seen_head;   /* head when this end last read (coalescing) */
 	/* Reader: the slot it left part-read, with its page and len as checked
 	 * then; valid while fin_valid and no other reader has moved the

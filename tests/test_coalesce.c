@@ -58,6 +58,13 @@ static void peek_rounds(struct up_end *e[2], int n)
 	}
 }
 
+/* Makes @r a coalescing reader: a streak of the length its backoff needs. */
+static uint32_t make_coalescing(struct up_end *r)
+{
+	r->streak = UP_STREAK_MIN << r->coalesce_backoff;
+	return r->streak;
+}
+
 static void read_builds_a_streak(void)
 {
 	struct up_end *e[2];
@@ -312,6 +319,7 @@ static void coalescing_short_ways_leave_the_writers_page(void)
 	struct up_end *e[2];
 	char msg[1000], buf[100];
 	struct iovec iov[4];
+	uint32_t full;
 	int cnt = 4;
 
 	for (size_t i = 0; i < sizeof(msg); i++)
@@ -326,7 +334,7 @@ static void coalescing_short_ways_leave_the_writers_page(void)
 	CHECK_EQ(up__ring_read_small(e[0], buf, 100), 100);
 	CHECK(memcmp(buf, msg + 100, 100) == 0);
 	/* Coalescing: it declines, and the general path reads the same bytes. */
-	e[0]->streak = UP_STREAK_MIN;
+	make_coalescing(e[0]);
 	CHECK_EQ(up__ring_read_small(e[0], buf, 100), 0);
 	CHECK_EQ(up_read(e[0], buf, 100), 100);
 	CHECK(memcmp(buf, msg + 200, 100) == 0);
@@ -337,11 +345,11 @@ static void coalescing_short_ways_leave_the_writers_page(void)
 	CHECK_EQ(up_peek(e[0], iov, &cnt), (ssize_t)sizeof(msg) - 300);
 	CHECK_OK(up_consume(e[0], 100)); /* the next peek wants 100 */
 	CHECK(e[0]->fin_valid && e[0]->fin_last);
-	e[0]->streak = UP_STREAK_MIN;
+	full = make_coalescing(e[0]);
 	cnt = 4;
 	CHECK_EQ(up_peek(e[0], iov, &cnt), (ssize_t)sizeof(msg) - 400);
 	CHECK(memcmp(iov[0].iov_base, msg + 400, 100) == 0);
-	CHECK(e[0]->streak != UP_STREAK_MIN);
+	CHECK(e[0]->streak != full);
 	CHECK_OK(up_consume(e[0], 100));
 	CHECK(e[0]->fin_valid && e[0]->fin_last);
 	e[0]->streak = 0;
@@ -365,6 +373,7 @@ static void coalescing_waits_out_the_writers_page(void)
 	char msg[3000], buf[100];
 	struct up_config cfg;
 	struct up_end *e[2];
+	uint32_t full;
 
 	for (size_t i = 0; i < sizeof(msg); i++)
 		msg[i] = (char)('A' + i % 26);
@@ -376,20 +385,20 @@ static void coalescing_waits_out_the_writers_page(void)
 	CHECK(e[0]->fin_valid && e[0]->fin_last && !e[0]->caught);
 	/* All that is left is the writer's page: the wait runs out (nothing
 	 * moves head here) and ends the streak. */
-	e[0]->streak = UP_STREAK_MIN;
+	make_coalescing(e[0]);
 	CHECK(!up__coalesce(e[0]));
 	CHECK_EQ(e[0]->streak, 0);
 	/* The writer moves past it (its next write needs a page of its
 	 * own): the page left part-read is final, taken without a wait. */
 	CHECK_EQ(up_write(e[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
-	e[0]->streak = UP_STREAK_MIN;
+	full = make_coalescing(e[0]);
 	CHECK(up__coalesce(e[0]));
-	CHECK_EQ(e[0]->streak, UP_STREAK_MIN);
+	CHECK_EQ(e[0]->streak, full);
 	CHECK_EQ(up_read(e[0], buf, 100), 100);
 	CHECK(memcmp(buf, msg + 100, 100) == 0);
 	CHECK(!e[0]->fin_last);
 	CHECK(up__coalesce(e[0]));
-	CHECK_EQ(e[0]->streak, UP_STREAK_MIN);
+	CHECK_EQ(e[0]->streak, full);
 	up_close(e[1]);
 	up_close(e[0]);
 }
@@ -422,6 +431,83 @@ static void a_general_peek_keeps_its_first_slot(void)
 	up_close(e[0]);
 }
 
+/*
+ * A reader whose writer cannot move while it waits (the same thread writes
+ * and reads, or the writer is descheduled) finds every coalescing wait run
+ * out. Each wait costs UP_COALESCE_NS of spinning: at one every
+ * UP_STREAK_MIN + 1 reads, a thread reading back its own 100-byte writes
+ * spent most of its time there. Each wait that runs out doubles the streak
+ * the next one needs, so they come ever further apart.
+ */
+static void rounds_counting_waits(struct up_end *e[2], bool peek, int n, int *waits)
+{
+	for (int i = 0; i < n; i++) {
+		uint32_t before = e[0]->streak;
+
+		if (peek)
+			peek_rounds(e, 1);
+		else
+			read_rounds(e, 1);
+		/* A wait that runs out ends the streak; the read then counts. */
+		if (e[0]->streak <= before)
+			(*waits)++;
+	}
+}
+
+static void waits_that_run_out_come_ever_further_apart(void)
+{
+	for (int peek = 0; peek < 2; peek++) {
+		struct up_end *e[2];
+		int waits = 0;
+
+		CHECK_OK(up_pipe2(e, NULL));
+		rounds_counting_waits(e, peek, 2000, &waits);
+		/* Doubling from UP_STREAK_MIN: waits at 4, 12, 28, ... 2044
+		 * reads, so at most 9 in 2000; without the backoff, 400. */
+		if (waits > 9)
+			fprintf(stderr, "%s: %d coalescing waits ran out in 2000 rounds\n",
+				peek ? "peek" : "read", waits);
+		CHECK(waits <= 9);
+		CHECK(waits >= 1);
+		CHECK(e[0]->coalesce_backoff > 0);
+		up_close(e[1]);
+		up_close(e[0]);
+	}
+}
+
+/* A coalescing wait that sees a page come takes one step of the backoff
+ * back, so a reader behind a writer that streams again coalesces at
+ * UP_STREAK_MIN reads again. */
+static void a_page_that_comes_takes_the_backoff_back(void)
+{
+	char msg[5000];
+	struct up_config cfg;
+	struct up_end *e[2];
+
+	memset(msg, 'b', sizeof(msg));
+	up_config_init(&cfg);
+	cfg.page_size = 4096;
+	CHECK_OK(up_pipe2(e, &cfg));
+	e[0]->coalesce_backoff = 3;
+	/* Under the streak the backoff needs: no wait, no step. */
+	e[0]->streak = (UP_STREAK_MIN << 3) - 1;
+	CHECK(!up__coalesce(e[0]));
+	CHECK_EQ(e[0]->coalesce_backoff, 3);
+	/* A page published since this end last read: a step back. */
+	CHECK_EQ(up_write(e[1], msg, sizeof(msg)), (ssize_t)sizeof(msg));
+	make_coalescing(e[0]);
+	e[0]->caught = true;
+	CHECK(up__coalesce(e[0]));
+	CHECK_EQ(e[0]->coalesce_backoff, 2);
+	/* Down to none, and no further. */
+	e[0]->coalesce_backoff = 0;
+	make_coalescing(e[0]);
+	CHECK(up__coalesce(e[0]));
+	CHECK_EQ(e[0]->coalesce_backoff, 0);
+	up_close(e[1]);
+	up_close(e[0]);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -433,5 +519,7 @@ int main(int argc, char **argv)
 	RUN(coalescing_short_ways_leave_the_writers_page);
 	RUN(coalescing_waits_out_the_writers_page);
 	RUN(a_general_peek_keeps_its_first_slot);
+	RUN(waits_that_run_out_come_ever_further_apart);
+	RUN(a_page_that_comes_takes_the_backoff_back);
 	return 0;
 }

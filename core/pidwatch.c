@@ -135,7 +135,7 @@ static int set_get(uint64_t *syscalls)
 	pthread_once(&pw_once, pw_install);
 	*syscalls += 1;
 	ep = epoll_create1(EPOLL_CLOEXEC);
-	if (ep >= 0 && up__thread_start(NULL, (size_t)256 * 1024, watcher_main,
+	if (ep >= 0 && up__thread_start(NULL, UP_THREAD_SMALL_STACK, watcher_main,
 					(void *)(intptr_t)ep, "uringpipe-pidfd") != 0) {
 		close(ep);
 		ep = -1;

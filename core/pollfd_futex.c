@@ -275,7 +275,7 @@ static struct up__pf_helper *helper_new(void)
 	if (!h)
 		return NULL;
 	pthread_once(&atfork_once, atfork_install);
-	if (up__thread_start(NULL, (size_t)256 * 1024, helper_main, h, "uringpipe-poll") != 0) {
+	if (up__thread_start(NULL, UP_THREAD_SMALL_STACK, helper_main, h, "uringpipe-poll") != 0) {
 		up__free(h);
 		return NULL;
 	}

@@ -10,6 +10,11 @@
 #include <pthread.h>
 #include <stddef.h>
 
+/* The stack of a helper that only waits and writes an fd (the poll helpers,
+ * the pidfd watcher): far below the default, which a process with many of
+ * them would otherwise reserve for each. */
+#define UP_THREAD_SMALL_STACK ((size_t)256 * 1024)
+
 /*
  * Start fn(arg) on a thread named @name whose signal mask blocks every
  * signal, so that none of the host's signals is delivered to it. @tid NULL:

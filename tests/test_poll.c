@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -192,6 +193,93 @@ static void woken_reader_reads_without_a_syscall(void)
 		/* And the fd is no longer readable: nothing of the arm is left. */
 		CHECK_EQ(wait_fd(fd, 0), 0);
 	}
+out:
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/*
+ * On io_uring, a wake from a thread of the reader's own process makes the
+ * pollfd readable from the waker's call (a MSG_RING into the poll ring), so
+ * the reader's epoll_wait() returns it. The armed FUTEX_WAIT's completion
+ * alone is task work of the arming thread: it would end that thread's
+ * epoll_wait() with EINTR, and only the next one would return the fd. The
+ * reader arms and waits on a thread of its own, which the writer sees
+ * asleep before it writes (an epoll_wait() that starts while the wake is
+ * being made can end with EINTR either way: the kernel looks for events
+ * before it looks for a signal).
+ */
+struct epoll_reader {
+	struct up_end *r;
+	int ep, first, first_errno;
+	_Atomic pid_t tid;
+	char buf[16];
+	ssize_t got;
+};
+
+static void *epoll_reader_main(void *arg)
+{
+	struct epoll_reader *er = arg;
+	struct epoll_event ev;
+	int n;
+
+	er->got = up_read(er->r, er->buf, sizeof(er->buf));
+	if (er->got != -EAGAIN || up_poll_arm(er->r) != 0)
+		return NULL;
+	atomic_store(&er->tid, (pid_t)syscall(SYS_gettid));
+	n = epoll_wait(er->ep, &ev, 1, POLL_MS);
+	er->first = n;
+	er->first_errno = n < 0 ? errno : 0;
+	if (n < 0 && errno == EINTR)
+		n = epoll_wait(er->ep, &ev, 1, POLL_MS);
+	er->got = n == 1 ? up_read(er->r, er->buf, sizeof(er->buf)) : -ETIMEDOUT;
+	return NULL;
+}
+
+static void in_process_wake_is_one_epoll_wait(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_reader er;
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	struct up_stats st;
+	pthread_t t;
+	int fd, ep, round, eintr = 0;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	r = open_nb(p, UP_RD);
+	CHECK_OK(up_open(p, UP_WR, &w));
+	fd = pollfd_or_skip(r);
+	CHECK_OK(up_stats(p, &st));
+	if (strncmp(st.backend, "io_uring", 8) != 0) {
+		printf("# %s: skipped (backend %s)\n", __func__, st.backend);
+		goto out;
+	}
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0);
+	CHECK_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+	for (round = 0; round < 20; round++) {
+		memset(&er, 0, sizeof(er));
+		er.r = r;
+		er.ep = ep;
+		CHECK_EQ(pthread_create(&t, NULL, epoll_reader_main, &er), 0);
+		harness_wait_asleep(&er.tid);
+		CHECK_EQ(up_write(w, "hello", 5), 5);
+		CHECK_EQ(pthread_join(t, NULL), 0);
+		CHECK_EQ(er.got, 5);
+		CHECK(memcmp(er.buf, "hello", 5) == 0);
+		if (er.first != 1) {
+			CHECK(er.first < 0 && er.first_errno == EINTR);
+			eintr++;
+		}
+		CHECK_EQ(wait_fd(fd, 0), 0);
+	}
+	if (eintr != 0) {
+		fprintf(stderr, "%d of 20 wakes ended the first epoll_wait with EINTR\n", eintr);
+		harness_fail();
+	}
+	close(ep);
 out:
 	up_close(w);
 	up_close(r);
@@ -898,6 +986,7 @@ int main(int argc, char **argv)
 	RUN(futex_backend_has_pollfd);
 	RUN(reader_wakes_on_data);
 	RUN(woken_reader_reads_without_a_syscall);
+	RUN(in_process_wake_is_one_epoll_wait);
 	RUN(armed_reader_does_not_swallow_a_wake);
 	RUN(small_write_disarms_the_writer);
 	RUN(poll_writer_waits_for_the_lock);

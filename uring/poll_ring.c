@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -29,6 +30,158 @@
 #include "up_int.h"
 
 #include "uring_int.h"
+
+/*
+ * Pokes. A FUTEX_WAKE completes an armed FUTEX_WAIT as task work of the
+ * thread that armed it. When that thread sleeps in epoll_wait() on the
+ * ring fd, the task work interrupts the sleep (-EINTR), runs on the way
+ * out, and only the loop's next epoll_wait() finds the fd readable. A
+ * waker in this process can do better: an IORING_OP_MSG_RING into the poll
+ * ring posts a CQE there from the waker's own call, which makes the fd
+ * readable at once, so the loop's first epoll_wait() returns it.
+ *
+ * So an armed poll ring registers (word, ring fd) in this table, and a wake
+ * of that word from a thread ring of this process queues one MSG_RING per
+ * registered ring before its FUTEX_WAKE, in the same submission. The
+ * FUTEX_WAKE still goes out: it is what every other waiter (another
+ * process, a blocking sleeper) needs, and its completion in the poked ring
+ * is what the disarm reaps. What must stay true:
+ *  - the waker holds poke_mu from reading an entry until the submission
+ *    that names its fd has returned, and the poll ring leaves the table
+ *    under poke_mu before its last reap and before its fd is closed: the
+ *    kernel resolves the fd during the submission (MSG_RING into a ring
+ *    that is neither IOPOLL nor DEFER_TASKRUN posts inline), so a poke
+ *    never reaches a reused fd number or a disarmed ring's CQ;
+ *  - an entry is poked once per arm (poked), so a writer that keeps
+ *    waking a reader that does not run cannot fill its CQ;
+ *  - the waker only tries the lock: a wake never waits for a registration,
+ *    and a signal handler's wake on a thread that holds it cannot deadlock.
+ *    A wake that finds the lock busy is the FUTEX_WAKE alone, as before.
+ * Only ends on the same mapping of the segment share a word's address;
+ * others (another attach of the memfd, another process) are not found and
+ * keep the FUTEX_WAKE alone. The table is this process's: a forked child
+ * empties it (up__uw_poke_atfork_child()).
+ */
+#define UW_POKE_MAX 32
+
+struct uw_poke {
+	_Atomic uint32_t *word; /* NULL: a free entry */
+	int fd;
+	bool poked;
+};
+
+static pthread_mutex_t poke_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct uw_poke pokes[UW_POKE_MAX];
+/* Entries in use: lets a wake skip the lock when there are none. Written
+ * under poke_mu only. */
+static _Atomic unsigned poke_used;
+
+static pthread_once_t poke_once = PTHREAD_ONCE_INIT;
+
+/*
+ * fork(): poke_mu is held across it, so the child's copy is unlocked and
+ * whole; the child then empties the table. Our prepare runs before
+ * fork.c's (installed later, run earlier); a wake in fork.c's handlers only
+ * tries the lock, so it pokes nothing then. fork.c's child handler
+ * destroys the parent's wakers before ours runs: up__uw_pring_exit() knows
+ * them by their pid and leaves the table alone.
+ */
+static void poke_atfork_prepare(void)
+{
+	pthread_mutex_lock(&poke_mu);
+}
+
+static void poke_atfork_parent(void)
+{
+	pthread_mutex_unlock(&poke_mu);
+}
+
+/* The child has none of the parent's poll rings' users: forget them all. */
+static void poke_atfork_child(void)
+{
+	memset(pokes, 0, sizeof(pokes));
+	/* relaxed: the child is single-threaded here. */
+	atomic_store_explicit(&poke_used, 0, memory_order_relaxed);
+	pthread_mutex_unlock(&poke_mu);
+}
+
+static void poke_install(void)
+{
+	pthread_atfork(poke_atfork_prepare, poke_atfork_parent, poke_atfork_child);
+}
+
+static void poke_add(struct uring_waker *uw, _Atomic uint32_t *word)
+{
+	int i;
+
+	pthread_once(&poke_once, poke_install);
+	pthread_mutex_lock(&poke_mu);
+	for (i = 0; i < UW_POKE_MAX && pokes[i].word; i++)
+		;
+	if (i < UW_POKE_MAX) {
+		pokes[i].word = word;
+		pokes[i].fd = uw->pring->ring_fd;
+		pokes[i].poked = false;
+		uw->poke_slot = i;
+		/* relaxed: a hint; the entry itself is read under poke_mu. */
+		atomic_store_explicit(&poke_used,
+				      atomic_load_explicit(&poke_used, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&poke_mu);
+}
+
+static void poke_del(struct uring_waker *uw)
+{
+	if (uw->poke_slot < 0)
+		return;
+	pthread_mutex_lock(&poke_mu);
+	pokes[uw->poke_slot].word = NULL;
+	/* relaxed: a hint, as in poke_add(). */
+	atomic_store_explicit(&poke_used,
+			      atomic_load_explicit(&poke_used, memory_order_relaxed) - 1,
+			      memory_order_relaxed);
+	pthread_mutex_unlock(&poke_mu);
+	uw->poke_slot = -1;
+}
+
+int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr)
+{
+	unsigned room;
+	int i, n = 0;
+
+	/* relaxed: a hint; a registration it misses was made after this
+	 * wake's progress store, and that arm's FUTEX_WAIT compares the word
+	 * (or the FUTEX_WAKE finds it). */
+	if (atomic_load_explicit(&poke_used, memory_order_relaxed) == 0 ||
+	    pthread_mutex_trylock(&poke_mu) != 0)
+		return 0;
+	room = io_uring_sq_space_left(ring);
+	for (i = 0; i < UW_POKE_MAX && (uint32_t)n < nr && (unsigned)n + 1 < room; i++) {
+		struct io_uring_sqe *sqe;
+
+		if (pokes[i].word != word || pokes[i].poked)
+			continue;
+		sqe = io_uring_get_sqe(ring);
+		if (!sqe)
+			break;
+		io_uring_prep_msg_ring(sqe, pokes[i].fd, 0, UW_TAG(0, UW_POKE), 0);
+		/* Its CQE in our ring only if it failed; up__uw_cq_reap()
+		 * drops it (a kernel without MSG_RING: the FUTEX_WAKE wakes). */
+		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+		sqe->user_data = UW_TAG(0, UW_POKE);
+		pokes[i].poked = true;
+		n++;
+	}
+	if (n == 0)
+		pthread_mutex_unlock(&poke_mu);
+	return n;
+}
+
+void up__uw_poke_end(void)
+{
+	pthread_mutex_unlock(&poke_mu);
+}
 
 /* The ops' pollfd: make the poll ring once; returns its fd. */
 int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls)
@@ -42,6 +195,7 @@ int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls)
 	uw->pring = up__calloc(1, sizeof(*uw->pring));
 	if (!uw->pring)
 		return -ENOMEM;
+	uw->pring_owner = getpid();
 	*syscalls += 1;
 	r = up__uw_ring_init(uw->pring, 0, -1, &features);
 	if (r < 0) {
@@ -66,7 +220,9 @@ static void pring_reap(struct uring_waker *uw, int *peer)
 		 * the wait's end disarmed reports -ECANCELED. */
 		if ((cqe->user_data & 0xff) == UW_TICK && cqe->res != -ECANCELED)
 			*peer = 1;
-		if ((cqe->user_data & 0xff) != UW_CANCEL && uw->pinflight)
+		/* A poke (see the top) is no armed request of ours. */
+		if ((cqe->user_data & 0xff) != UW_CANCEL && (cqe->user_data & 0xff) != UW_POKE &&
+		    uw->pinflight)
 			uw->pinflight--;
 		io_uring_cqe_seen(uw->pring, cqe);
 	}
@@ -83,6 +239,8 @@ int up__uw_disarm(struct up__waker *w, uint64_t *syscalls)
 	if (!uw->parmed)
 		return 0;
 	uw->parmed = 0;
+	/* Out of the table before the last reap: no poke comes after it. */
+	poke_del(uw);
 	pring_reap(uw, &peer);
 	if (uw->pinflight) {
 		/* Whatever is still armed goes; each posts -ECANCELED. */
@@ -169,6 +327,7 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 		return r;
 	}
 	uw->parmed = 1;
+	poke_add(uw, word);
 	return 0;
 }
 
@@ -177,6 +336,10 @@ void up__uw_pring_exit(struct uring_waker *uw)
 {
 	if (!uw->pring)
 		return;
+	/* Out of the table before the fd closes (see the top); not in a
+	 * forked child, whose table is not this ring's. */
+	if (uw->poke_slot >= 0 && uw->pring_owner == getpid())
+		poke_del(uw);
 	io_uring_queue_exit(uw->pring);
 	up__free(uw->pring);
 	uw->pring = NULL;

@@ -80,6 +80,7 @@ enum uw_kind {
 	UW_POLL = 3,
 	UW_CANCEL = 4, /* also the drain NOP, in generation 0 */
 	UW_TICK = 5,   /* poll mode, blind peers: a timeout that ends the arm */
+	UW_POKE = 6,   /* a MSG_RING into a poll ring of this process */
 };
 /* Poll mode's tick for blind peers: the sleep slice, UP_WAIT_SLICE_NS. */
 #define UW_TICK_NS 50000000ull
@@ -125,6 +126,8 @@ struct uring_waker {
 	unsigned pinflight; /* armed requests whose CQE is still to come */
 	int parmed;         /* pring has a wait armed (up__uw_arm) */
 	uint64_t pgen;      /* generation of the latest arm */
+	int poke_slot;      /* its entry in poll_ring.c's pokes, or -1 */
+	pid_t pring_owner;  /* process that made pring */
 };
 
 static inline struct uring_waker *to_uw(struct up__waker *w)
@@ -154,6 +157,7 @@ unsigned up__uw_cq_reap(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 void up__uw_cancel(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 		   int *result, uint64_t *syscalls);
 void up__uw_drain_wakes(struct uw_ring *uw);
+void up__uw_sq_unpoke(struct uw_ring *uw);
 int up__uw_probe_ok(struct io_uring *ring);
 int up__uw_selftest_ok(struct uw_ring *uw);
 
@@ -163,6 +167,8 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	       const int *peer_pidfds, int npeer, uint64_t *syscalls);
 int up__uw_disarm(struct up__waker *w, uint64_t *syscalls);
 void up__uw_pring_exit(struct uring_waker *uw);
+int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr);
+void up__uw_poke_end(void);
 
 /* sq_anchor.c: the fd of this process's SQPOLL anchor ring, or -1. */
 int up__uw_sq_anchor_fd(void);

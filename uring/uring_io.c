@@ -198,6 +198,8 @@ unsigned up__uw_cq_reap(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 		int res = cqe->res;
 		unsigned kind = (unsigned)(ud & 0xff);
 
+		if (kind == UW_POKE)
+			continue; /* a failed poke: the FUTEX_WAKE beside it wakes */
 		if (kind == UW_WAKE) {
 			/* Only failed wakes post a CQE (CQE_SKIP_SUCCESS). */
 			if (res < 0 && !uw->wake_err)
@@ -307,6 +309,27 @@ void up__uw_drain_wakes(struct uw_ring *uw)
 		up__uw_cq_reap(uw, 0, &inflight, &dummy);
 		if (r < 0 && r != -EINTR && r != -ETIME)
 			break;
+	}
+}
+
+/* The SQEs the kernel has not consumed yet that are pokes (poll_ring.c)
+ * become NOPs that post nothing. */
+void up__uw_sq_unpoke(struct uw_ring *uw)
+{
+	struct io_uring_sq *sq = &uw->ring.sq;
+	/* [u-sq-head] acq: the kernel is done reading the SQEs below head;
+	 * pairs with the kernel's smp_store_release of the SQ head
+	 * (io_commit_sqring()). */
+	unsigned head = atomic_load_explicit((_Atomic unsigned *)sq->khead, memory_order_acquire);
+
+	for (; head != sq->sqe_tail; head++) {
+		struct io_uring_sqe *sqe = &sq->sqes[head & sq->ring_mask];
+
+		if ((sqe->user_data & 0xff) == UW_POKE) {
+			io_uring_prep_nop(sqe);
+			sqe->flags = IOSQE_CQE_SKIP_SUCCESS;
+			sqe->user_data = UW_TAG(0, UW_POKE);
+		}
 	}
 }
 

@@ -362,6 +362,7 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 	struct io_uring_sqe *sqe;
 	unsigned none = 0;
 	int dummy = UW_PENDING, err;
+	bool poked;
 
 	if (uw->broken)
 		return up__futex_wake(word, nr, syscalls);
@@ -370,6 +371,11 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 	 * at all, and a failed one is picked up here (two loads when the CQ
 	 * is empty) and reported by this call. */
 	up__uw_cq_reap(uw, 0, &none, &dummy);
+	/* Pokes first (poll_ring.c): their CQEs make the poked poll rings
+	 * readable before this FUTEX_WAKE's task work reaches their threads.
+	 * Not with SQPOLL: its thread would look the fds up after the pokes'
+	 * lock is dropped. They leave room for the FUTEX_WAKE. */
+	poked = !uw->sqpoll && up__uw_poke_begin(&uw->ring, word, nr) > 0;
 	sqe = io_uring_get_sqe(&uw->ring);
 	if (!sqe) {
 		/* SQ full: the SQ thread is behind. A direct futex(2) wake
@@ -392,6 +398,13 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 	} else {
 		int r = up__uw_enter(uw, up__uw_sq_publish(uw), 0, 0, NULL, syscalls);
 
+		if (poked) {
+			/* A poke the kernel did not take must not go out with a
+			 * later enter, after the lock (see poll_ring.c). */
+			if (r < 0)
+				up__uw_sq_unpoke(uw);
+			up__uw_poke_end();
+		}
 		if (r < 0) {
 			/* The SQE stays queued and goes out with the next
 			 * enter (a harmless extra wake); wake now by hand so
@@ -577,6 +590,7 @@ struct up__waker *up__waker_uring_new(int sqpoll)
 	if (!uw)
 		return NULL;
 	uw->sqpoll = fl;
+	uw->poke_slot = -1;
 	uw->base.ops = fl ? &uw_ops_sqpoll : &uw_ops;
 	return &uw->base;
 }

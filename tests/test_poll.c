@@ -290,17 +290,22 @@ out:
  * Pokes reach armed poll rings only: not one whose end has disarmed (its
  * fd would turn readable with nothing armed), and not the number of one
  * that has closed, which the next ring made here takes (a completion its
- * owner never asked for). A third end stays armed so that the write wakes.
+ * owner never asked for). A third end, armed and waiting in epoll_wait() on
+ * a thread of its own, is poked: its first epoll_wait() returns the fd
+ * (as in_process_wake_is_one_epoll_wait()), so the write did poke.
  */
 static void poke_reaches_only_armed_rings(void)
 {
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_reader er;
 	struct io_uring mine;
 	struct io_uring_cqe *cqe;
 	struct up_pipe *p;
 	struct up_end *w, *r1, *r2, *r3;
 	struct up_stats st;
+	pthread_t t;
 	char buf[16];
-	int fd1, fd2, fd3;
+	int fd1, fd2, fd3, ep;
 
 	CHECK_OK(up_pipe_create(NULL, &p));
 	CHECK_OK(up_open(p, UP_WR, &w));
@@ -327,14 +332,23 @@ static void poke_reaches_only_armed_rings(void)
 	/* The backend is io_uring: rings can be made here. */
 	CHECK_EQ(io_uring_queue_init(4, &mine, 0), 0);
 	CHECK_EQ(mine.ring_fd, fd3);
-	CHECK_EQ(up_read(r2, buf, sizeof(buf)), -EAGAIN);
-	CHECK_EQ(up_poll_arm(r2), 0);
+	/* r2 armed by a thread asleep in epoll_wait() on it. */
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0);
+	CHECK_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, fd2, &ev), 0);
+	memset(&er, 0, sizeof(er));
+	er.r = r2;
+	er.ep = ep;
+	CHECK_EQ(pthread_create(&t, NULL, epoll_reader_main, &er), 0);
+	harness_wait_asleep(&er.tid);
 	CHECK_EQ(up_write(w, "x", 1), 1);
-	CHECK_EQ(wait_fd(fd2, POLL_MS), 1);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	CHECK_EQ(er.first, 1);
+	CHECK_EQ(er.got, 1);
+	close(ep);
 	CHECK(io_uring_peek_cqe(&mine, &cqe) != 0);
 	io_uring_queue_exit(&mine);
 	CHECK_EQ(wait_fd(fd1, 0), 0);
-	CHECK_EQ(up_read(r2, buf, sizeof(buf)), 1);
 out:
 	up_close(r1);
 	up_close(r2);

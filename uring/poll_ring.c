@@ -60,7 +60,7 @@
  * Only ends on the same mapping of the segment share a word's address;
  * others (another attach of the memfd, another process) are not found and
  * keep the FUTEX_WAKE alone. The table is this process's: a forked child
- * empties it (up__uw_poke_atfork_child()).
+ * empties it (poke_atfork_child()).
  */
 #define UW_POKE_MAX 32
 
@@ -79,35 +79,25 @@ static _Atomic unsigned poke_used;
 static pthread_once_t poke_once = PTHREAD_ONCE_INIT;
 
 /*
- * fork(): poke_mu is held across it, so the child's copy is unlocked and
- * whole; the child then empties the table. Our prepare runs before
- * fork.c's (installed later, run earlier); a wake in fork.c's handlers only
- * tries the lock, so it pokes nothing then. fork.c's child handler
- * destroys the parent's wakers before ours runs: up__uw_pring_exit() knows
- * them by their pid and leaves the table alone.
+ * A forked child starts with a copy of the table and of poke_mu, which a
+ * thread of the parent may have held: it makes both afresh before any
+ * thread of its own can look. Nothing takes poke_mu across the fork, so a
+ * fork never stalls an arm, a disarm or a wake. fork.c's child handler runs
+ * before this one and destroys the parent's wakers; their rings were
+ * registered under an earlier up__live_gen() (bumped first thing in that
+ * handler), so poke_del() leaves the table alone for them.
  */
-static void poke_atfork_prepare(void)
-{
-	pthread_mutex_lock(&poke_mu);
-}
-
-static void poke_atfork_parent(void)
-{
-	pthread_mutex_unlock(&poke_mu);
-}
-
-/* The child has none of the parent's poll rings' users: forget them all. */
 static void poke_atfork_child(void)
 {
+	pthread_mutex_init(&poke_mu, NULL);
 	memset(pokes, 0, sizeof(pokes));
 	/* relaxed: the child is single-threaded here. */
 	atomic_store_explicit(&poke_used, 0, memory_order_relaxed);
-	pthread_mutex_unlock(&poke_mu);
 }
 
 static void poke_install(void)
 {
-	pthread_atfork(poke_atfork_prepare, poke_atfork_parent, poke_atfork_child);
+	pthread_atfork(NULL, NULL, poke_atfork_child);
 }
 
 static void poke_add(struct uring_waker *uw, _Atomic uint32_t *word)
@@ -123,6 +113,7 @@ static void poke_add(struct uring_waker *uw, _Atomic uint32_t *word)
 		pokes[i].fd = uw->pring->ring_fd;
 		pokes[i].poked = false;
 		uw->poke_slot = i;
+		uw->poke_gen = up__live_gen();
 		/* relaxed: a hint; the entry itself is read under poke_mu. */
 		atomic_store_explicit(&poke_used,
 				      atomic_load_explicit(&poke_used, memory_order_relaxed) + 1,
@@ -135,6 +126,11 @@ static void poke_del(struct uring_waker *uw)
 {
 	if (uw->poke_slot < 0)
 		return;
+	if (uw->poke_gen != up__live_gen()) {
+		/* Registered in the parent: this child's table never had it. */
+		uw->poke_slot = -1;
+		return;
+	}
 	pthread_mutex_lock(&poke_mu);
 	pokes[uw->poke_slot].word = NULL;
 	/* relaxed: a hint, as in poke_add(). */
@@ -167,9 +163,10 @@ int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr
 			break;
 		io_uring_prep_msg_ring(sqe, pokes[i].fd, 0, UW_TAG(0, UW_POKE), 0);
 		/* Its CQE in our ring only if it failed; up__uw_cq_reap()
-		 * drops it (a kernel without MSG_RING: the FUTEX_WAKE wakes). */
+		 * drops it (a kernel without MSG_RING: the FUTEX_WAKE wakes).
+		 * The entry's index, for up__uw_poke_end(). */
 		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-		sqe->user_data = UW_TAG(0, UW_POKE);
+		sqe->user_data = UW_TAG(i, UW_POKE);
 		pokes[i].poked = true;
 		n++;
 	}
@@ -178,9 +175,36 @@ int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr
 	return n;
 }
 
-void up__uw_poke_end(void)
+/*
+ * After the enter that carried the pokes (or instead of it): SQEs the
+ * kernel has not consumed must not go out with a later enter, after the
+ * lock. Pokes among them become NOPs that post nothing, and their entries
+ * may be poked again. Drops the lock. Returns how many SQEs of @ring are
+ * still unconsumed: the FUTEX_WAKE behind the pokes is one of them then.
+ */
+unsigned up__uw_poke_end(struct io_uring *ring)
 {
+	struct io_uring_sq *sq = &ring->sq;
+	/* [u-sq-head] acq: the kernel is done reading the SQEs below head;
+	 * pairs with the kernel's smp_store_release of the SQ head
+	 * (io_commit_sqring()). */
+	unsigned head = atomic_load_explicit((_Atomic unsigned *)sq->khead, memory_order_acquire);
+	unsigned left = sq->sqe_tail - head;
+
+	for (; head != sq->sqe_tail; head++) {
+		struct io_uring_sqe *sqe = &sq->sqes[head & sq->ring_mask];
+		uint64_t ud = sqe->user_data;
+
+		if ((ud & 0xff) != UW_POKE)
+			continue;
+		if ((ud >> 8) < UW_POKE_MAX)
+			pokes[ud >> 8].poked = false;
+		io_uring_prep_nop(sqe);
+		sqe->flags = IOSQE_CQE_SKIP_SUCCESS;
+		sqe->user_data = UW_TAG(0, UW_POKE);
+	}
 	pthread_mutex_unlock(&poke_mu);
+	return left;
 }
 
 /* The ops' pollfd: make the poll ring once; returns its fd. */
@@ -195,7 +219,6 @@ int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls)
 	uw->pring = up__calloc(1, sizeof(*uw->pring));
 	if (!uw->pring)
 		return -ENOMEM;
-	uw->pring_owner = getpid();
 	*syscalls += 1;
 	r = up__uw_ring_init(uw->pring, 0, -1, &features);
 	if (r < 0) {
@@ -336,10 +359,7 @@ void up__uw_pring_exit(struct uring_waker *uw)
 {
 	if (!uw->pring)
 		return;
-	/* Out of the table before the fd closes (see the top); not in a
-	 * forked child, whose table is not this ring's. */
-	if (uw->poke_slot >= 0 && uw->pring_owner == getpid())
-		poke_del(uw);
+	poke_del(uw); /* before the fd closes (see the top) */
 	io_uring_queue_exit(uw->pring);
 	up__free(uw->pring);
 	uw->pring = NULL;

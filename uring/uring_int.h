@@ -127,7 +127,7 @@ struct uring_waker {
 	int parmed;         /* pring has a wait armed (up__uw_arm) */
 	uint64_t pgen;      /* generation of the latest arm */
 	int poke_slot;      /* its entry in poll_ring.c's pokes, or -1 */
-	pid_t pring_owner;  /* process that made pring */
+	uint32_t poke_gen;  /* up__live_gen() when it was registered */
 };
 
 static inline struct uring_waker *to_uw(struct up__waker *w)
@@ -157,7 +157,6 @@ unsigned up__uw_cq_reap(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 void up__uw_cancel(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 		   int *result, uint64_t *syscalls);
 void up__uw_drain_wakes(struct uw_ring *uw);
-void up__uw_sq_unpoke(struct uw_ring *uw);
 int up__uw_probe_ok(struct io_uring *ring);
 int up__uw_selftest_ok(struct uw_ring *uw);
 
@@ -168,7 +167,7 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 int up__uw_disarm(struct up__waker *w, uint64_t *syscalls);
 void up__uw_pring_exit(struct uring_waker *uw);
 int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr);
-void up__uw_poke_end(void);
+unsigned up__uw_poke_end(struct io_uring *ring);
 
 /* sq_anchor.c: the fd of this process's SQPOLL anchor ring, or -1. */
 int up__uw_sq_anchor_fd(void);

@@ -312,27 +312,6 @@ void up__uw_drain_wakes(struct uw_ring *uw)
 	}
 }
 
-/* The SQEs the kernel has not consumed yet that are pokes (poll_ring.c)
- * become NOPs that post nothing. */
-void up__uw_sq_unpoke(struct uw_ring *uw)
-{
-	struct io_uring_sq *sq = &uw->ring.sq;
-	/* [u-sq-head] acq: the kernel is done reading the SQEs below head;
-	 * pairs with the kernel's smp_store_release of the SQ head
-	 * (io_commit_sqring()). */
-	unsigned head = atomic_load_explicit((_Atomic unsigned *)sq->khead, memory_order_acquire);
-
-	for (; head != sq->sqe_tail; head++) {
-		struct io_uring_sqe *sqe = &sq->sqes[head & sq->ring_mask];
-
-		if ((sqe->user_data & 0xff) == UW_POKE) {
-			io_uring_prep_nop(sqe);
-			sqe->flags = IOSQE_CQE_SKIP_SUCCESS;
-			sqe->user_data = UW_TAG(0, UW_POKE);
-		}
-	}
-}
-
 /* Whether this kernel knows every opcode a wait and a wake use. */
 int up__uw_probe_ok(struct io_uring *ring)
 {

@@ -379,7 +379,11 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 	sqe = io_uring_get_sqe(&uw->ring);
 	if (!sqe) {
 		/* SQ full: the SQ thread is behind. A direct futex(2) wake
-		 * is equivalent (shared futex, same word) and cannot block. */
+		 * is equivalent (shared futex, same word) and cannot block.
+		 * (Pokes leave room for the FUTEX_WAKE; should they not, they
+		 * are undone before the lock goes.) */
+		if (poked)
+			up__uw_poke_end(&uw->ring);
 		return up__futex_wake(word, nr, syscalls);
 	}
 	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAKE, word, nr, UW_TAG(0, UW_WAKE));
@@ -398,13 +402,11 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 	} else {
 		int r = up__uw_enter(uw, up__uw_sq_publish(uw), 0, 0, NULL, syscalls);
 
-		if (poked) {
-			/* A poke the kernel did not take must not go out with a
-			 * later enter, after the lock (see poll_ring.c). */
-			if (r < 0)
-				up__uw_sq_unpoke(uw);
-			up__uw_poke_end();
-		}
+		/* An enter that took only part of the SQEs (it stops at one it
+		 * cannot allocate) returns the count taken: the FUTEX_WAKE,
+		 * behind the pokes, is then still queued, as on an error. */
+		if (poked && up__uw_poke_end(&uw->ring) != 0 && r >= 0)
+			r = -EAGAIN;
 		if (r < 0) {
 			/* The SQE stays queued and goes out with the next
 			 * enter (a harmless extra wake); wake now by hand so

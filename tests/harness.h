@@ -38,6 +38,20 @@
 
 #include "uringpipe.h"
 
+/* 1 in a ThreadSanitizer build: gcc says __SANITIZE_THREAD__, clang
+ * __has_feature(thread_sanitizer). */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UP_TEST_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(UP_TEST_TSAN)
+#define UP_TEST_TSAN 1
+#endif
+#ifndef UP_TEST_TSAN
+#define UP_TEST_TSAN 0
+#endif
+
 #if defined(__GNUC__)
 #define HARNESS_UNUSED __attribute__((unused))
 #define HARNESS_NORETURN __attribute__((noreturn))

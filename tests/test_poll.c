@@ -117,6 +117,18 @@ static int pollfd_or_skip(struct up_end *e)
 	return fd;
 }
 
+/* The cases that need the io_uring backend say so and skip on another. */
+static bool backend_is_io_uring(struct up_pipe *p, const char *fn)
+{
+	struct up_stats st;
+
+	CHECK_OK(up_stats(p, &st));
+	if (strncmp(st.backend, "io_uring", 8) == 0)
+		return true;
+	printf("# %s: skipped (backend %s)\n", fn, st.backend);
+	return false;
+}
+
 static void reader_wakes_on_data(void)
 {
 	struct up_pipe *p;
@@ -169,11 +181,8 @@ static void woken_reader_reads_without_a_syscall(void)
 	r = open_nb(p, UP_RD);
 	CHECK_OK(up_open(p, UP_WR, &w));
 	fd = pollfd_or_skip(r);
-	CHECK_OK(up_stats(p, &s0));
-	if (strncmp(s0.backend, "io_uring", 8) != 0) {
-		printf("# %s: skipped (backend %s)\n", __func__, s0.backend);
+	if (!backend_is_io_uring(p, __func__))
 		goto out;
-	}
 	for (round = 0; round < 20; round++) {
 		CHECK_EQ(up_read(r, buf, sizeof(buf)), -EAGAIN);
 		CHECK_EQ(up_poll_arm(r), 0);
@@ -243,7 +252,6 @@ static void in_process_wake_is_one_epoll_wait(void)
 	struct epoll_reader er;
 	struct up_pipe *p;
 	struct up_end *r, *w;
-	struct up_stats st;
 	pthread_t t;
 	int fd, ep, round, eintr = 0;
 
@@ -251,11 +259,8 @@ static void in_process_wake_is_one_epoll_wait(void)
 	r = open_nb(p, UP_RD);
 	CHECK_OK(up_open(p, UP_WR, &w));
 	fd = pollfd_or_skip(r);
-	CHECK_OK(up_stats(p, &st));
-	if (strncmp(st.backend, "io_uring", 8) != 0) {
-		printf("# %s: skipped (backend %s)\n", __func__, st.backend);
+	if (!backend_is_io_uring(p, __func__))
 		goto out;
-	}
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	CHECK(ep >= 0);
 	CHECK_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
@@ -302,7 +307,6 @@ static void poke_reaches_only_armed_rings(void)
 	struct io_uring_cqe *cqe;
 	struct up_pipe *p;
 	struct up_end *w, *r1, *r2, *r3;
-	struct up_stats st;
 	pthread_t t;
 	char buf[16];
 	int fd1, fd2, fd3, ep;
@@ -315,9 +319,7 @@ static void poke_reaches_only_armed_rings(void)
 	fd1 = pollfd_or_skip(r1);
 	fd2 = pollfd_or_skip(r2);
 	fd3 = pollfd_or_skip(r3);
-	CHECK_OK(up_stats(p, &st));
-	if (strncmp(st.backend, "io_uring", 8) != 0) {
-		printf("# %s: skipped (backend %s)\n", __func__, st.backend);
+	if (!backend_is_io_uring(p, __func__)) {
 		up_close(r3);
 		goto out;
 	}
@@ -367,18 +369,8 @@ out:
  */
 /* TSan does not see liburing unmap a ring (a raw system call), so a ring
  * mapped later at the same address reads as a race on the old one's CQ:
- * the churn below makes rings on two threads, so it is left out there. */
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UP_TEST_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__) && !defined(UP_TEST_TSAN)
-#define UP_TEST_TSAN 1
-#endif
-#ifndef UP_TEST_TSAN
-#define UP_TEST_TSAN 0
-#endif
+ * the churn below makes rings on two threads, so it is left out there
+ * (UP_TEST_TSAN: harness.h). */
 
 struct churn {
 	struct up_pipe *p;
@@ -435,7 +427,6 @@ static void closed_poll_ring_is_never_poked(void)
 {
 	struct churn c;
 	struct up_end *keep, *r;
-	struct up_stats st;
 	pthread_t tw, tr;
 	char buf[4096];
 	int i;
@@ -448,11 +439,8 @@ static void closed_poll_ring_is_never_poked(void)
 	CHECK_OK(up_pipe_create(NULL, &c.p));
 	/* A reader that stays, so that the writer never sees EPIPE. */
 	CHECK_OK(up_open(c.p, UP_RD | UP_NONBLOCK, &keep));
-	CHECK_OK(up_stats(c.p, &st));
-	if (strncmp(st.backend, "io_uring", 8) != 0) {
-		printf("# %s: skipped (backend %s)\n", __func__, st.backend);
+	if (!backend_is_io_uring(c.p, __func__))
 		goto out;
-	}
 	CHECK_EQ(pthread_create(&tw, NULL, churn_writer, &c), 0);
 	CHECK_EQ(pthread_create(&tr, NULL, churn_rings, &c), 0);
 	for (i = 0; i < 3000; i++) {

@@ -96,19 +96,8 @@ struct cfg {
  * TSan does not support threads started after a multi-threaded fork. One
  * such child hung in TSan's pthread_create() in CI, waiting for its new
  * thread to start. The release and ASan builds run them; TSan, the
- * threaded cases. gcc says __SANITIZE_THREAD__, clang __has_feature().
+ * threaded cases (UP_TEST_TSAN: harness.h).
  */
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UP_TEST_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__) && !defined(UP_TEST_TSAN)
-#define UP_TEST_TSAN 1
-#endif
-#ifndef UP_TEST_TSAN
-#define UP_TEST_TSAN 0
-#endif
 
 static uint64_t g_seed;
 static double g_case_seconds;

@@ -115,9 +115,7 @@ static void poke_add(struct uring_waker *uw, _Atomic uint32_t *word)
 		uw->poke_slot = i;
 		uw->poke_gen = up__live_gen();
 		/* relaxed: a hint; the entry itself is read under poke_mu. */
-		atomic_store_explicit(&poke_used,
-				      atomic_load_explicit(&poke_used, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+		atomic_fetch_add_explicit(&poke_used, 1, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&poke_mu);
 }
@@ -134,9 +132,7 @@ static void poke_del(struct uring_waker *uw)
 	pthread_mutex_lock(&poke_mu);
 	pokes[uw->poke_slot].word = NULL;
 	/* relaxed: a hint, as in poke_add(). */
-	atomic_store_explicit(&poke_used,
-			      atomic_load_explicit(&poke_used, memory_order_relaxed) - 1,
-			      memory_order_relaxed);
+	atomic_fetch_sub_explicit(&poke_used, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&poke_mu);
 	uw->poke_slot = -1;
 }

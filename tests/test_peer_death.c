@@ -104,12 +104,17 @@ struct surv {
 	_Atomic uint32_t saw_again;     /* nonblock: a call returned -EAGAIN */
 	bool poll;                      /* nonblock: arms and poll(2)s on -EAGAIN */
 	uint64_t poll_wakes;            /* poll: times the pollfd turned readable */
+	_Atomic uint64_t t_arm;         /* poll: CLOCK_MONOTONIC ns of the last arm */
 };
 
 /* Variants of every kill case (set per case by main()). */
 static bool g_ns;     /* the victim runs in a pid namespace of its own */
 static bool g_nb;     /* the survivor is UP_NONBLOCK and retries */
 static bool g_poll;   /* ... and retries when its pollfd turns readable */
+/* The earliest an armed end's tick comes after its arm: the futex
+ * backend's ticks are on a grid of half a 50 ms slice, one step at least
+ * after the arm (pollfd_futex.c); the io_uring one's a whole slice. */
+#define POLL_TICK_MIN_NS 25000000ull
 #define PACE_NS 2000000ull /* paced writer: one record every 2 ms */
 /* A non-blocking survivor retries every 12 ms: slow enough that only a check
  * made on the -EAGAIN itself, not one every few calls, meets the bound. */
@@ -248,6 +253,7 @@ static void surv_poll(struct surv *s)
 	int r;
 
 	CHECK(pfd.fd >= 0);
+	atomic_store(&s->t_arm, harness_now_ns());
 	r = up_poll_arm(s->e);
 	CHECK(r == 0 || r == 1);
 	if (r == 1)
@@ -457,6 +463,7 @@ static uint64_t kill_once(enum kcase kc, int rep)
 	struct surv s;
 	pthread_t th;
 	uint64_t nrec = 20 + (uint64_t)rep * 37, t0, lat, published, timeouts;
+	bool sliced;
 	int status = 0;
 	pid_t pid, victim;
 	struct up_stats st;
@@ -527,10 +534,16 @@ static uint64_t kill_once(enum kcase kc, int rep)
 	lat = atomic_load(&s.t_done) - t0;
 	/* relaxed: the survivor thread is joined. A slice's end that came
 	 * more than 10 ms after the kill: not the short look again that
-	 * follows a close seen before the lock was dropped (2 ms). */
-	g_sliced += (g_poll || atomic_load_explicit(&s.e->c.timeouts, memory_order_relaxed) !=
-				       timeouts) &&
-		    lat > 10000000ull;
+	 * follows a close seen before the lock was dropped (2 ms). A sleeper
+	 * counts the slices that ended its sleeps (timeouts); an armed end's
+	 * tick comes POLL_TICK_MIN_NS or more after its arm, so a return
+	 * sooner after the last arm was not the tick's, however late the
+	 * scheduler made it. */
+	if (g_poll)
+		sliced = atomic_load(&s.t_done) - atomic_load(&s.t_arm) >= POLL_TICK_MIN_NS;
+	else
+		sliced = atomic_load_explicit(&s.e->c.timeouts, memory_order_relaxed) != timeouts;
+	g_sliced += sliced && lat > 10000000ull;
 	CHECK_EQ(atomic_load(&s.result), writer_victim ? 0 : -EPIPE);
 	published = atomic_load(&g_sh->published);
 	if (writer_victim) {

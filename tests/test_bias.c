@@ -937,6 +937,8 @@ static void rec_take(struct rec_stream *rs, size_t k)
 struct churn {
 	struct up_pipe *p;
 	struct up_end *a;
+	pthread_t ta, tb;
+	void *bret; /* B's records written, once joined */
 	_Atomic uint64_t revokes;
 	_Atomic uint32_t b_rounds; /* B's rounds done */
 	_Atomic uint32_t a_recs;   /* A's records, once a_done */
@@ -983,15 +985,26 @@ static void *writer_b(void *arg)
 	return (void *)(uintptr_t)seq;
 }
 
+/* A's end closes once both writers are done, not before: B has no end open
+ * between its rounds, and A's close then would end the stream early. The
+ * close is the reader's end of stream, whatever it is doing when it comes. */
+static void *closer(void *arg)
+{
+	struct churn *c = arg;
+
+	CHECK(pthread_join(c->ta, NULL) == 0);
+	CHECK(pthread_join(c->tb, &c->bret) == 0);
+	up_close(c->a);
+	return NULL;
+}
+
 static void churn_pass(void)
 {
 	struct churn c = { 0 };
 	struct up_config cfg;
 	struct up_end *r;
-	pthread_t ta, tb;
+	pthread_t tc;
 	static struct rec_stream rs;
-	bool joined = false;
-	void *bret = NULL;
 
 	need_membarrier();
 	memset(&rs, 0, sizeof(rs));
@@ -1000,11 +1013,10 @@ static void churn_pass(void)
 	CHECK_OK(up_pipe_create(&cfg, &c.p));
 	CHECK_OK(up_open(c.p, UP_RD, &r));
 	CHECK_OK(up_open(c.p, UP_WR, &c.a));
-	CHECK(pthread_create(&ta, NULL, writer_a, &c) == 0);
-	CHECK(pthread_create(&tb, NULL, writer_b, &c) == 0);
-	/* A's end stays open until both threads are done, so end of stream
-	 * comes from the close below. Read in odd sizes: records straddle
-	 * reads. */
+	CHECK(pthread_create(&c.ta, NULL, writer_a, &c) == 0);
+	CHECK(pthread_create(&c.tb, NULL, writer_b, &c) == 0);
+	CHECK(pthread_create(&tc, NULL, closer, &c) == 0);
+	/* Read to end of stream, in odd sizes: records straddle reads. */
 	for (;;) {
 		ssize_t k = up_read(r, rs.buf + rs.have, rec_room(&rs));
 
@@ -1012,16 +1024,11 @@ static void churn_pass(void)
 			break;
 		CHECK(k > 0);
 		rec_take(&rs, (size_t)k);
-		if (!joined && atomic_load(&c.a_done) && rs.next[1] == atomic_load(&c.a_recs)) {
-			CHECK(pthread_join(ta, NULL) == 0);
-			CHECK(pthread_join(tb, &bret) == 0);
-			up_close(c.a);
-			joined = true;
-		}
 	}
+	CHECK(pthread_join(tc, NULL) == 0);
 	CHECK_EQ(rs.have, 0);
 	CHECK_EQ(rs.next[1], atomic_load(&c.a_recs));
-	CHECK_EQ(rs.next[2], (uint32_t)(uintptr_t)bret);
+	CHECK_EQ(rs.next[2], (uint32_t)(uintptr_t)c.bret);
 	printf("# %u records of B in %u rounds beside %u of A; %llu biases taken back\n",
 	       rs.next[2], rs.next[2] / B_PER, rs.next[1], (unsigned long long)atomic_load(&c.revokes));
 	/* The test is about the bias changing hands: it must have. */

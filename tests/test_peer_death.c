@@ -80,7 +80,7 @@ struct rec_hdr {
 	uint64_t check;
 };
 
-/* Shared with the victim (MAP_SHARED page). */
+/* Shared with the victim (a memfd's page, mapped again after its exec). */
 struct shared {
 	_Atomic uint64_t published; /* records whose up_write returned */
 	_Atomic uint64_t consumed;  /* victim reader: bytes read */
@@ -121,6 +121,8 @@ static bool g_poll;   /* ... and retries when its pollfd turns readable */
 #define RETRY_NS 12000000ull
 
 static struct shared *g_sh;
+static int g_sh_fd = -1; /* g_sh's memfd, mapped again by an exec'd victim */
+static char g_self[4096]; /* this program, for the victim's exec */
 static int g_reps = 20;
 static const char *g_backend = "?";
 static uint64_t g_max_lat_all;
@@ -183,7 +185,7 @@ static HARNESS_NORETURN void victim_block(void)
 		pause(); /* until SIGKILL */
 }
 
-static HARNESS_NORETURN void victim_writer(struct up_pipe *inh, uint64_t nrec, bool stream)
+static HARNESS_NORETURN void victim_writer(int fd, uint64_t nrec, bool stream)
 {
 	struct up_pipe *q = NULL;
 	struct up_end *w = NULL;
@@ -192,7 +194,7 @@ static HARNESS_NORETURN void victim_writer(struct up_pipe *inh, uint64_t nrec, b
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 	harness_watchdog(60);
-	CHECK_OK(up_pipe_attach(up_pipe_fd(inh), &q));
+	CHECK_OK(up_pipe_attach(fd, &q));
 	CHECK_OK(up_open(q, UP_WR, &w));
 	atomic_store_explicit(&g_sh->victim_ready, 1, memory_order_seq_cst);
 	for (seq = 0; stream || seq < nrec; seq++) {
@@ -204,7 +206,7 @@ static HARNESS_NORETURN void victim_writer(struct up_pipe *inh, uint64_t nrec, b
 	victim_block();
 }
 
-static HARNESS_NORETURN void victim_reader(struct up_pipe *inh, bool stream)
+static HARNESS_NORETURN void victim_reader(int fd, bool stream)
 {
 	struct up_pipe *q = NULL;
 	struct up_end *r = NULL;
@@ -212,7 +214,7 @@ static HARNESS_NORETURN void victim_reader(struct up_pipe *inh, bool stream)
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 	harness_watchdog(60);
-	CHECK_OK(up_pipe_attach(up_pipe_fd(inh), &q));
+	CHECK_OK(up_pipe_attach(fd, &q));
 	CHECK_OK(up_open(q, UP_RD, &r));
 	atomic_store_explicit(&g_sh->victim_ready, 1, memory_order_seq_cst);
 	while (stream) {
@@ -222,6 +224,69 @@ static HARNESS_NORETURN void victim_reader(struct up_pipe *inh, bool stream)
 		atomic_fetch_add_explicit(&g_sh->consumed, (uint64_t)n, memory_order_relaxed);
 	}
 	victim_block();
+}
+
+/* A victim that reserves half the pipe, fills it and dies before its
+ * commit (mid_reserve()). */
+static HARNESS_NORETURN void victim_reserver(int fd)
+{
+	struct up_pipe *q = NULL;
+	struct up_end *vw = NULL;
+	struct iovec iov[16];
+	int cnt = 16, i;
+	ssize_t n;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
+	harness_watchdog(60);
+	CHECK_OK(up_pipe_attach(fd, &q));
+	CHECK_OK(up_open(q, UP_WR, &vw));
+	n = up_reserve(vw, CAPACITY / 2, iov, &cnt);
+	CHECK(n > 0);
+	for (i = 0; i < cnt; i++)
+		memset(iov[i].iov_base, 0xee, iov[i].iov_len); /* never committed */
+	atomic_store(&g_sh->published, (uint64_t)n);
+	atomic_store(&g_sh->victim_ready, 1);
+	victim_block();
+}
+
+/*
+ * The victim's fds after its exec: the pipe's memfd and the shared page's.
+ * A victim is this program run again, not the forked copy of a process
+ * with threads: a sanitizer runtime copied by fork() may hold the lock of
+ * its thread table for a thread of ours that was starting or ending, and
+ * the child's first thread (the library's close watch) would wait on it
+ * for ever. exec() gives the victim a runtime of its own, and drops the
+ * ends it inherited with the memfd (close-on-exec).
+ */
+#define VICTIM_PIPE_FD 200
+#define VICTIM_SHARED_FD 201
+
+/* In the forked child: become victim @role ('w', 'r' or 'v') of @p. */
+static HARNESS_NORETURN void victim_exec(struct up_pipe *p, char role, uint64_t nrec, bool stream)
+{
+	char r[2] = { role, 0 }, n[24], st[2] = { stream ? '1' : '0', 0 };
+
+	snprintf(n, sizeof(n), "%" PRIu64, nrec);
+	if (dup2(up_pipe_fd(p), VICTIM_PIPE_FD) < 0 || dup2(g_sh_fd, VICTIM_SHARED_FD) < 0)
+		_exit(126);
+	execl(g_self, g_self, "--victim", r, n, st, (char *)NULL);
+	_exit(127);
+}
+
+/* main() of an exec'd victim: argv = --victim ROLE NREC STREAM. */
+static HARNESS_NORETURN void victim_main(char **argv)
+{
+	uint64_t nrec = strtoull(argv[3], NULL, 10);
+	bool stream = argv[4][0] == '1';
+
+	g_sh = mmap(NULL, sizeof(*g_sh), PROT_READ | PROT_WRITE, MAP_SHARED, VICTIM_SHARED_FD, 0);
+	if (g_sh == MAP_FAILED)
+		_exit(125);
+	if (argv[2][0] == 'w')
+		victim_writer(VICTIM_PIPE_FD, nrec, stream);
+	if (argv[2][0] == 'r')
+		victim_reader(VICTIM_PIPE_FD, stream);
+	victim_reserver(VICTIM_PIPE_FD);
 }
 
 /* Polls the shared flag; a victim that died before setting it fails. */
@@ -402,9 +467,7 @@ static pid_t fork_victim(struct surv *s, struct up_pipe *p, bool writer_victim, 
 			}
 			CHECK_EQ(getpid(), 1);
 		}
-		if (writer_victim)
-			victim_writer(p, nrec, stream);
-		victim_reader(p, stream);
+		victim_exec(p, writer_victim ? 'w' : 'r', nrec, stream);
 	}
 	*victim = pid;
 	if (g_ns) {
@@ -927,25 +990,10 @@ static void mid_reserve(bool require_recovery)
 	pid = fork();
 	CHECK_SYS(pid);
 	if (pid == 0) {
-		struct up_pipe *q = NULL;
-		struct up_end *vw = NULL;
-		struct iovec iov[16];
-		int cnt = 16, i;
-		ssize_t n;
-
-		/* Our copies of the survivors' ends: the dead writer is vw. */
+		/* Our copies of the survivors' ends: the dead writer is the
+		 * victim's own. */
 		harness_close_inherited((struct up_end *[]){ rd, w }, 2);
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
-		harness_watchdog(60);
-		CHECK_OK(up_pipe_attach(up_pipe_fd(p), &q));
-		CHECK_OK(up_open(q, UP_WR, &vw));
-		n = up_reserve(vw, CAPACITY / 2, iov, &cnt);
-		CHECK(n > 0);
-		for (i = 0; i < cnt; i++)
-			memset(iov[i].iov_base, 0xee, iov[i].iov_len); /* never committed */
-		atomic_store(&g_sh->published, (uint64_t)n);
-		atomic_store(&g_sh->victim_ready, 1);
-		victim_block();
+		victim_exec(p, 'v', 0, false);
 	}
 	victim_wait_ready(pid);
 	CHECK_SYS(kill(pid, SIGKILL));
@@ -1007,6 +1055,14 @@ int main(int argc, char **argv)
 	const char *only = NULL;
 	int a;
 
+	if (argc == 5 && strcmp(argv[1], "--victim") == 0)
+		victim_main(argv);
+	{
+		ssize_t k = readlink("/proc/self/exe", g_self, sizeof(g_self) - 1);
+
+		CHECK(k > 0 && k < (ssize_t)sizeof(g_self) - 1);
+		g_self[k] = 0;
+	}
 	for (a = 1; a < argc; a++) {
 		if (strcmp(argv[a], "--reps") == 0 && a + 1 < argc)
 			g_reps = atoi(argv[++a]);
@@ -1019,7 +1075,10 @@ int main(int argc, char **argv)
 	harness_filter = only;
 	harness_fail_on_sigpipe();
 	harness_watchdog(120);
-	g_sh = mmap(NULL, sizeof(*g_sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	g_sh_fd = memfd_create("peer_death_shared", MFD_CLOEXEC);
+	CHECK_SYS(g_sh_fd);
+	CHECK_SYS(ftruncate(g_sh_fd, sizeof(*g_sh)));
+	g_sh = mmap(NULL, sizeof(*g_sh), PROT_READ | PROT_WRITE, MAP_SHARED, g_sh_fd, 0);
 	CHECK(g_sh != MAP_FAILED);
 	{
 		struct up_pipe *p = mk_pipe();

@@ -20,8 +20,25 @@
  *    an ABA-safe CAS on a pointer+tag pair shared with untrusted processes;
  *    a ring of indices is bounded and trivially checkable.
  *
+ * The hand-off. A FIFO sends a trickle (a message now and then) round every
+ * free page before it comes back to one it used, and a page not used for a
+ * while has been given back by the trim or never touched: each 4 KiB of it
+ * costs the writer a page fault where a kernel pipe takes a warm page from
+ * the allocator. So a reader that slept for its data (the stream is a
+ * trickle) holds the last page its next read frees out of the ring, in
+ * pput.hot, if that word is empty, and a writer that needs pages takes that
+ * one first: such a stream lives in the two or three pages it hands back
+ * and forth. A reader that never sleeps hands nothing off, and its writers
+ * keep the FIFO's order, whose older pages no longer have their lines in
+ * the reader's cache (taking the page just emptied, one at a time, made
+ * streams of 64 KiB writes a third slower: docs/DESIGN-NOTES.md).
+ *
+ * The hot page counts among the free ones (up__pool_free(), up__wr_ready()).
+ * It never breaks the capacity: writers leave the spare pages in the ring,
+ * so the ring alone always holds them, and the hot page is one more.
+ *
  * Invariant (honest peers): every page index is in exactly one place: the
- * pool ring, a writer's private cache, or a ring slot. Hence
+ * pool ring, the hot word, a writer's private cache, or a ring slot. Hence
  * put - get <= page_count <= slot_count, so the pool ring never overruns
  * itself. A hostile peer can break this; then the worst outcome is a page
  * used twice (garbage in the stream), never an access outside the segment,
@@ -30,7 +47,8 @@
  * The owner tags say which of the three places a page is in, and every
  * move checks where it comes from (one compare per page):
  *
- *   0              in the pool (or lost by a process that died moving it)
+ *   0              in the pool or the hot word (or lost by a process that
+ *                  died moving it)
  *   an end's tag   in that end's hands: a writer's cache or reservation,
  *                  the trim; set by up__pool_take(), which finds 0 first
  *   UP_OWNER_RING  in a live slot; set by up__pages_to_ring() before the
@@ -62,6 +80,8 @@ void up__pool_init(struct up_pipe *p)
 	for (i = 0; i < p->g.page_count; i++)
 		atomic_store_explicit(&p->pool[i], i, memory_order_relaxed);
 	atomic_store_explicit(&p->ln->pget.get, 0, memory_order_relaxed);
+	/* relaxed: published with the entries by the [pool] store below. */
+	atomic_store_explicit(&p->ln->pput.hot, UP_POOL_HOT_NONE, memory_order_relaxed);
 	/* [pool] rel: the entries above before put; pairs with [pool] acq in
 	 * up__pool_take() and up__pool_free(). Handing the segment over (an fd,
 	 * a thread) orders it as well. */
@@ -77,8 +97,63 @@ uint32_t up__pool_free(struct up_pipe *p)
 	/* relaxed: a hint; only the CAS in up__pool_take() moves get. */
 	uint32_t get = atomic_load_explicit(&p->ln->pget.get, memory_order_relaxed);
 	uint32_t n = put - get;
+	/* relaxed: a hint, as above. */
+	uint32_t hot = atomic_load_explicit(&p->ln->pput.hot, memory_order_relaxed);
 
-	return n <= p->g.page_count ? n : 0;
+	if (n > p->g.page_count)
+		return 0;
+	return n + (hot != UP_POOL_HOT_NONE && n < p->g.page_count);
+}
+
+/*
+ * Take the hot page (the hand-off, see the top), tagging it @tag: 1 with
+ * *page set, 0 when there is none, -EPROTO when the word names no free page.
+ */
+int up__pool_take_hot(struct up_pipe *p, uint32_t *page, uint32_t tag)
+{
+	_Atomic uint32_t *hot = &p->ln->pput.hot;
+	/* relaxed: a look before the exchange, which keeps the line shared
+	 * while the word is empty. */
+	uint32_t h = atomic_load_explicit(hot, memory_order_relaxed);
+
+	if (h == UP_POOL_HOT_NONE)
+		return 0;
+	/* [hot] acq: the reader that freed the page was done with it and
+	 * cleared its tag; pairs with [hot] rel in up__pool_put_hot(). */
+	h = atomic_exchange_explicit(hot, UP_POOL_HOT_NONE, memory_order_acquire);
+	if (h == UP_POOL_HOT_NONE)
+		return 0; /* another writer took it meanwhile */
+	if (h >= p->g.page_count)
+		return -EPROTO;
+	/* relaxed: as in up__pool_take(); tagged by no one while free. */
+	if (atomic_load_explicit(&p->owner[h], memory_order_relaxed) != 0)
+		return -EPROTO;
+	/* relaxed: as in up__pool_take(). */
+	atomic_store_explicit(&p->owner[h], tag, memory_order_relaxed);
+	*page = h;
+	return 1;
+}
+
+/*
+ * Under the readers' lock: hand @page, freed and untagged, to the hot word
+ * if it is empty. True when it took the page, which then must not go to the
+ * ring as well.
+ */
+bool up__pool_put_hot(struct up_pipe *p, uint32_t page)
+{
+	_Atomic uint32_t *hot = &p->ln->pput.hot;
+	uint32_t none = UP_POOL_HOT_NONE;
+
+	/* relaxed: a look first; a full word costs no locked operation. */
+	if (atomic_load_explicit(hot, memory_order_relaxed) != UP_POOL_HOT_NONE)
+		return false;
+	/* [hot] rel: our reads of the page and its cleared tag before the
+	 * hand-off; pairs with [hot] acq in up__pool_take_hot(). seq_cst, as
+	 * put's store in up__pool_put(), also [wait] sc: the progress store
+	 * of the writers' sleep handshake; pairs with [wait] sc in
+	 * up__wr_ready(). Failure: relaxed, the page goes to the ring. */
+	return atomic_compare_exchange_strong_explicit(hot, &none, page, memory_order_seq_cst,
+						       memory_order_relaxed);
 }
 
 /*

@@ -114,6 +114,10 @@ int up__ring_poll_arm(struct up_end *e)
 		return r;
 	}
 	e->armed = UP_ARMED_POLL;
+	/* A reader that waits in its event loop: as a sleep, its next read
+	 * hands a freed page off (pagepool.c). */
+	if (e->flags & UP_RD)
+		e->hand_off = true;
 	return 0;
 }
 

@@ -77,12 +77,16 @@ struct freed {
 	uint32_t pages[UP_FREE_BATCH];
 };
 
-static int freed_flush(struct up_pipe *p, struct freed *f)
+/* Return the freed pages; with @hand (the reader was idle before this
+ * read), the last of them to the hot word if it is empty (pagepool.c). */
+static int freed_flush(struct up_pipe *p, struct freed *f, bool hand)
 {
 	int r;
 
 	up__pages_from_ring(p, f->pages, f->n);
-	r = up__pool_put(p, f->pages, f->n);
+	if (hand && up__pool_put_hot(p, f->pages[f->n - 1]))
+		f->n--;
+	r = f->n ? up__pool_put(p, f->pages, f->n) : 0;
 
 	f->n = 0;
 	return r < 0 ? up__proto_error(p) : 0;
@@ -100,7 +104,7 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 {
 	struct up_pipe *p = rd->p;
 	const uint32_t ps = p->g.page_size;
-	bool caught = false, fin, fin_set = false;
+	bool caught = false, fin, fin_set = false, hand = rd->hand_off;
 	struct freed f;
 	uint32_t t, h, off;
 	size_t got = 0, k;
@@ -109,6 +113,7 @@ ssize_t up__read_locked(struct up_end *rd, struct up__cur *c, size_t max, bool w
 	uint64_t pos0;
 
 	f.n = 0;
+	rd->hand_off = false;
 	if (up__pos_take(rd, &pos0) < 0)
 		return -EPROTO;
 	t = up__pos_tail(pos0);
@@ -221,7 +226,7 @@ retire:
 			 * before their pages return; pairs with [tail] acq in
 			 * up__publish(). */
 			up__pos_store(rd, up__pos(t, 0));
-			r = freed_flush(p, &f);
+			r = freed_flush(p, &f, hand);
 			*freed_any = true;
 			if (r < 0)
 				break;
@@ -239,7 +244,7 @@ retire:
 		up__pos_store(rd, up__pos(t, off));
 	if (f.n) {
 		*freed_any = true;
-		r = freed_flush(p, &f);
+		r = freed_flush(p, &f, hand);
 		if (r < 0)
 			return r;
 	}
@@ -305,8 +310,12 @@ int up__read_idle(struct up_end *rd, uint32_t writers)
 	slept = atomic_load_explicit(&rd->c.waits, memory_order_relaxed);
 	r = up__wait_ready(rd, &rd->p->ln->rd_wait, up__rd_ready, UP_END_WRITER);
 	/* relaxed: our own counter. */
-	if (atomic_load_explicit(&rd->c.waits, memory_order_relaxed) != slept)
+	if (atomic_load_explicit(&rd->c.waits, memory_order_relaxed) != slept) {
 		rd->streak = 0;
+		/* Slept: the pages the next read frees are a trickle's (the
+		 * hand-off, pagepool.c). */
+		rd->hand_off = true;
+	}
 	return r < 0 ? r : 1;
 }
 

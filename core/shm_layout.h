@@ -69,8 +69,11 @@
  * release store, and a sleeping reader supplies the fence with membarrier()
  * (rd_wait.nofence when it cannot). A peer of version 9 would take rlock's
  * word beside a reader inside through the bias, and sleep through a len
- * grown under its announcement. */
-#define UP_SHM_VERSION    10u
+ * grown under its announcement.
+ * 11: pput.hot, a free page outside the pool's ring (a peer of version 10
+ * would not count it free, and a writer of it would wait for ever for the
+ * last page the capacity allows while it sat there). */
+#define UP_SHM_VERSION    11u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -191,8 +194,12 @@ struct up_shm_pool_get {
 };
 struct up_shm_pool_put {
 	_Atomic uint32_t put;
-	uint8_t pad_[UP_CACHELINE - 4];
+	/* The page a reader freed last, held out of the FIFO for a writer of
+	 * a trickle (pagepool.c, the hand-off); UP_POOL_HOT_NONE when none. */
+	_Atomic uint32_t hot;
+	uint8_t pad_[UP_CACHELINE - 8];
 };
+#define UP_POOL_HOT_NONE 0xffffffffu
 
 /* A sleep line; the protocol is described in core/wake.h. */
 struct up_shm_wait {

@@ -161,6 +161,9 @@ struct up_end {
 	 * spans, or left over from a batch). */
 	uint32_t ncache;
 	uint32_t take_batch;  /* pages taken from the pool at once */
+	/* Reader: slept for data or armed since its last read; the next read
+	 * hands the last page it frees to a writer (pagepool.c). */
+	bool hand_off;
 	uint32_t tail_cache;  /* last tail seen (publish's overrun guard) */
 	uint32_t resv_pages;  /* first resv_pages of cache are reserved */
 	size_t resv_bytes;   /* 0: no reservation */
@@ -336,6 +339,8 @@ static inline uint32_t up__lock_id(uint32_t state, uint32_t idx)
 	return (state & ~UP_END_ROLE_MASK & ~UP_LOCK_WAITERS) | (idx + 1);
 }
 uint32_t up__pool_free(struct up_pipe *p);
+int up__pool_take_hot(struct up_pipe *p, uint32_t *page, uint32_t tag);
+bool up__pool_put_hot(struct up_pipe *p, uint32_t page);
 long up__pages_punch(struct up_pipe *p, uint32_t *pages, uint32_t n, uint64_t *syscalls);
 void up__pool_init(struct up_pipe *p);
 

@@ -72,6 +72,10 @@ int up__wr_ready(struct up_end *w)
 	get = atomic_load_explicit(&p->ln->pget.get, memory_order_seq_cst);
 	if (put - get > p->g.spare_pages)
 		return 1;
+	/* [wait] sc: re-check, the hot page (pagepool.c); pairs with [wait] sc
+	 * in up__pool_put_hot(). */
+	if (atomic_load_explicit(&p->ln->pput.hot, memory_order_seq_cst) != UP_POOL_HOT_NONE)
+		return 1;
 	/* [wait] sc: re-check; pairs with [wait] sc in up__side_leave(). */
 	rd = atomic_load_explicit(&p->ln->state.readers, memory_order_seq_cst);
 	if (up__side_gone(rd))

@@ -201,6 +201,16 @@ int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, u
 	return 0;
 }
 
+/* Take the hot page into the cache: 1, 0 when there was none, -EPROTO. */
+static int cache_take_hot(struct up_end *w)
+{
+	int r = up__pool_take_hot(w->p, &w->cache[w->ncache], w->tag);
+
+	if (r > 0)
+		w->ncache++;
+	return r;
+}
+
 /* Make sure the writer's cache holds at least one unreserved page, taking
  * up to @want in one batch. Returns pages available, 0 if none, -EPROTO. */
 int up__cache_fill(struct up_end *w, uint32_t want)
@@ -210,6 +220,16 @@ int up__cache_fill(struct up_end *w, uint32_t want)
 
 	if (have >= want)
 		return (int)have;
+	/* The hot page first: it is there only after the reader slept
+	 * (pagepool.c, the hand-off). */
+	if (w->ncache < UP_END_CACHE_MAX) {
+		r = cache_take_hot(w);
+		if (r < 0)
+			return up__proto_error(w->p);
+		have += (uint32_t)r;
+		if (have >= want)
+			return (int)have;
+	}
 	/* Take a few more than this write needs: one CAS on the pool line per
 	 * batch instead of per page. Kept small next to the capacity, since
 	 * pages in one writer's cache are not available to the others. */
@@ -221,7 +241,8 @@ int up__cache_fill(struct up_end *w, uint32_t want)
 	if (r < 0)
 		return up__proto_error(w->p);
 	w->ncache += (uint32_t)r;
-	return (int)(have + (uint32_t)r);
+	have += (uint32_t)r;
+	return (int)have;
 }
 
 /*

@@ -106,6 +106,26 @@ uint32_t up__pool_free(struct up_pipe *p)
 }
 
 /*
+ * A free page @page, just taken from the pool or the hot word, becomes this
+ * end's (@tag). False when it names no page, or a page that is not free: a
+ * free page is tagged by no one, so a tag means the entry names a page in a
+ * slot or in an end's hands.
+ */
+static bool page_claim(struct up_pipe *p, uint32_t page, uint32_t tag)
+{
+	if (page >= p->g.page_count)
+		return false;
+	/* relaxed: its last owner cleared it before the [pool] or [hot]
+	 * release that the taker's acquire saw. */
+	if (atomic_load_explicit(&p->owner[page], memory_order_relaxed) != 0)
+		return false;
+	/* relaxed: read by the orphan sweep, which acts on it once this end's
+	 * entry is gone, and by the next mover (see the top). */
+	atomic_store_explicit(&p->owner[page], tag, memory_order_relaxed);
+	return true;
+}
+
+/*
  * Take the hot page (the hand-off, see the top), tagging it @tag: 1 with
  * *page set, 0 when there is none, -EPROTO when the word names no free page.
  */
@@ -123,13 +143,8 @@ int up__pool_take_hot(struct up_pipe *p, uint32_t *page, uint32_t tag)
 	h = atomic_exchange_explicit(hot, UP_POOL_HOT_NONE, memory_order_acquire);
 	if (h == UP_POOL_HOT_NONE)
 		return 0; /* another writer took it meanwhile */
-	if (h >= p->g.page_count)
+	if (!page_claim(p, h, tag))
 		return -EPROTO;
-	/* relaxed: as in up__pool_take(); tagged by no one while free. */
-	if (atomic_load_explicit(&p->owner[h], memory_order_relaxed) != 0)
-		return -EPROTO;
-	/* relaxed: as in up__pool_take(). */
-	atomic_store_explicit(&p->owner[h], tag, memory_order_relaxed);
 	*page = h;
 	return 1;
 }
@@ -222,19 +237,9 @@ int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t le
 							  memory_order_relaxed))
 			break;
 	}
-	for (i = 0; i < n; i++) {
-		if (pages[i] >= p->g.page_count)
+	for (i = 0; i < n; i++)
+		if (!page_claim(p, pages[i], tag))
 			return -EPROTO;
-		/* A page in the pool is tagged by no one: a tag here means
-		 * the entry names a page in a slot or in an end's hands.
-		 * relaxed: its last owner cleared it before the [pool] release
-		 * that our [pool] acquire of put above saw. */
-		if (atomic_load_explicit(&p->owner[pages[i]], memory_order_relaxed) != 0)
-			return -EPROTO;
-		/* relaxed: read by the orphan sweep, which acts on it once this
-		 * end's entry is gone, and by the next mover (see the top). */
-		atomic_store_explicit(&p->owner[pages[i]], tag, memory_order_relaxed);
-	}
 	return (int)n;
 }
 

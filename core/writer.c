@@ -201,16 +201,6 @@ int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, u
 	return 0;
 }
 
-/* Take the hot page into the cache: 1, 0 when there was none, -EPROTO. */
-static int cache_take_hot(struct up_end *w)
-{
-	int r = up__pool_take_hot(w->p, &w->cache[w->ncache], w->tag);
-
-	if (r > 0)
-		w->ncache++;
-	return r;
-}
-
 /* Make sure the writer's cache holds at least one unreserved page, taking
  * up to @want in one batch. Returns pages available, 0 if none, -EPROTO. */
 int up__cache_fill(struct up_end *w, uint32_t want)
@@ -223,9 +213,10 @@ int up__cache_fill(struct up_end *w, uint32_t want)
 	/* The hot page first: it is there only after the reader slept
 	 * (pagepool.c, the hand-off). */
 	if (w->ncache < UP_END_CACHE_MAX) {
-		r = cache_take_hot(w);
+		r = up__pool_take_hot(w->p, &w->cache[w->ncache], w->tag);
 		if (r < 0)
 			return up__proto_error(w->p);
+		w->ncache += (uint32_t)r;
 		have += (uint32_t)r;
 		if (have >= want)
 			return (int)have;

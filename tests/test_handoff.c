@@ -64,19 +64,10 @@ static void *trickle_read(void *arg)
 /* Pipe pages of @p that hold memory (any of their base pages resident). */
 static uint32_t pages_resident(struct up_pipe *p)
 {
-	const size_t sys = (size_t)sysconf(_SC_PAGESIZE), per = p->g.page_size / sys;
-	static unsigned char vec[1u << 16];
 	uint32_t n = 0;
 
-	CHECK((size_t)p->g.page_count * per <= sizeof(vec));
-	CHECK_SYS(mincore(p->pages, (size_t)p->g.page_count * p->g.page_size, vec));
-	for (uint32_t i = 0; i < p->g.page_count; i++) {
-		bool any = false;
-
-		for (size_t k = 0; k < per; k++)
-			any |= vec[i * per + k] & 1;
-		n += any;
-	}
+	for (uint32_t i = 0; i < p->g.page_count; i++)
+		n += harness_resident(p->pages + (size_t)i * p->g.page_size, p->g.page_size) != 0;
 	return n;
 }
 

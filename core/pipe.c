@@ -258,6 +258,9 @@ static void counters_add(struct up__counters *dst, const struct up__counters *sr
 	up__count(&dst->revokes, atomic_load_explicit(&src->revokes, memory_order_relaxed));
 	up__count(&dst->timeouts, atomic_load_explicit(&src->timeouts, memory_order_relaxed));
 	up__count(&dst->trims, atomic_load_explicit(&src->trims, memory_order_relaxed));
+	up__count(&dst->early, atomic_load_explicit(&src->early, memory_order_relaxed));
+	up__count(&dst->early_misses, atomic_load_explicit(&src->early_misses, memory_order_relaxed));
+	up__count(&dst->early_spin_ns, atomic_load_explicit(&src->early_spin_ns, memory_order_relaxed));
 }
 
 int up_close(struct up_end *e)

@@ -77,6 +77,10 @@ struct up__counters {
 	_Atomic uint64_t revokes; /* writer: biases of another end taken back */
 	_Atomic uint64_t timeouts; /* sleeps that ended with their slice, unwoken */
 	_Atomic uint64_t trims;    /* reader: trim looks that went through the pool */
+	/* Reader: waits that ended in a spin after an early wake, early
+	 * wakes whose spin ran out first, and the ns those spins took
+	 * (wait.c, the early wake). */
+	_Atomic uint64_t early, early_misses, early_spin_ns;
 };
 
 static inline void up__count(_Atomic uint64_t *c, uint64_t n)
@@ -143,6 +147,12 @@ struct up_pipe {
 /* The longest spin while the other side is inside a call that ends the
  * wait (wait.c, peer_inside()): a reader's work on a pipe's worth. */
 #define UP_SPIN_INSIDE_NS 500000u
+/* The early wake (wait.c): a reader wakes this long before data due at a
+ * regular gap, an eighth of the gap within these bounds, and only for gaps
+ * up to UP_EARLY_GAP_MAX_NS (beyond, a wake's latency is noise). */
+#define UP_EARLY_LEAD_MIN_NS 30000u
+#define UP_EARLY_LEAD_MAX_NS 60000u
+#define UP_EARLY_GAP_MAX_NS  20000000u
 
 struct up_end {
 	struct up_pipe *p;
@@ -155,6 +165,16 @@ struct up_end {
 	struct up__waker *waker;
 	struct up__counters c;
 	uint32_t spin_ns;     /* adaptive spin budget before sleeping */
+	/* Reader: the early wake (wait.c). When its last wait for data
+	 * ended, and whether a wake ended it (so up to a wake's latency
+	 * after the data came); the gap between such ends, learnt, and how
+	 * many in a row agreed with it; waits to let pass after an early
+	 * wake that missed, and such misses in a row. */
+	uint64_t early_seen;
+	bool early_late;
+	uint32_t early_gap;
+	uint8_t early_hits, early_misses;
+	uint16_t early_skip;
 	int err;              /* deferred error after a partial transfer */
 
 	/* Writer: pages taken from the pool but not yet published (reserve

@@ -189,6 +189,131 @@ static void spin_learn(struct up_end *e, uint64_t slept)
 	e->spin_ns = want < UP_SPIN_MAX_NS ? (uint32_t)want : UP_SPIN_MAX_NS;
 }
 
+/*
+ * The early wake. A reader whose data comes at a regular gap longer than
+ * any spin sleeps until a lead before the next is due, then spins for it:
+ * the writer, finding no sleeper, makes no wake, and the reader's core is
+ * already up when the data comes rather than woken by it. What must stay
+ * true:
+ * - the early sleep is an ordinary announced sleep with a shorter slice,
+ *   so data that comes sooner wakes it as any other; the spin after it is
+ *   unannounced and re-checks, so the handshake is the one wait.c has;
+ * - the spin is bounded (three leads at most) and made only after
+ *   UP_EARLY_HITS gaps in a row agreed; one that runs out unlearns the gap
+ *   and lets the next 2^misses waits pass, so traffic that is not regular
+ *   pays a spin on a vanishing share of its waits.
+ */
+#define UP_EARLY_HITS 2u
+#define UP_EARLY_SKIP_SHIFT_MAX 10u
+/* Shorter early sleeps are not worth their system call: spin instead. */
+#define UP_EARLY_SLEEP_MIN_NS 20000u
+
+static uint64_t early_lead(uint32_t gap)
+{
+	uint64_t l = gap / 8;
+
+	return l < UP_EARLY_LEAD_MIN_NS ? UP_EARLY_LEAD_MIN_NS
+	       : l > UP_EARLY_LEAD_MAX_NS ? UP_EARLY_LEAD_MAX_NS : l;
+}
+
+/* A wait for data ended with data at @now, seen by a spin (on time) or
+ * after a wake (@late): learn the gap between such ends. */
+static void early_note(struct up_end *e, uint64_t now, bool late)
+{
+	uint64_t d = now - e->early_seen;
+
+	if (e->early_seen == 0 || d <= UP_SPIN_MAX_NS || d >= UP_EARLY_GAP_MAX_NS) {
+		e->early_gap = 0;
+		e->early_hits = 0;
+	} else if (e->early_gap != 0 &&
+		   (d > e->early_gap ? d - e->early_gap : e->early_gap - d) <= early_lead(e->early_gap)) {
+		/* Follow a drifting gap by a quarter of each difference. */
+		e->early_gap = (uint32_t)(d > e->early_gap ? e->early_gap + (d - e->early_gap) / 4
+						       : e->early_gap - (e->early_gap - d) / 4);
+		if (e->early_hits < UINT8_MAX)
+			e->early_hits++;
+	} else {
+		e->early_gap = (uint32_t)d;
+		e->early_hits = 0;
+	}
+	e->early_seen = now;
+	e->early_late = late;
+}
+
+/* When a wait for data that begins at @now should end its first sleep (0:
+ * sleep as usual), and in *@until when the spin after it gives up. After
+ * a late end the data came up to a wake's latency before it: wake a lead
+ * earlier; a backend whose sleeps overrun by the timer slack, that much
+ * earlier again. */
+static uint64_t early_due(struct up_end *e, uint64_t now, uint64_t *until)
+{
+	uint64_t lead, due, wake;
+
+	if (e->early_skip != 0) {
+		e->early_skip--;
+		return 0;
+	}
+	if (e->early_hits < UP_EARLY_HITS)
+		return 0;
+	lead = early_lead(e->early_gap);
+	due = e->early_seen + e->early_gap;
+	wake = due - lead - (e->early_late ? lead : 0);
+	if (e->waker->ops->slack)
+		wake -= up__timer_slack_ns();
+	if (wake < now + e->spin_ns + UP_EARLY_SLEEP_MIN_NS)
+		return 0;
+	*until = due + lead;
+	return wake;
+}
+
+/* An early wake found nothing yet: spin (unannounced) until @until. 1
+ * ready, 0 not (a miss: unlearn the gap, let waits pass), or an error. */
+static int early_spin(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct up_end *),
+		      uint64_t until)
+{
+	uint64_t t0 = up__now_ns(), t;
+	unsigned int i;
+	int r;
+
+	/* Within what spin_claim() takes for a live window. */
+	if (until > t0 + 2 * (uint64_t)UP_SPIN_MAX_NS)
+		until = t0 + 2 * (uint64_t)UP_SPIN_MAX_NS;
+	if (until <= t0 || !spin_claim(wl, t0, until - t0))
+		return ready(e); /* another reader spins: it takes this one */
+	for (i = 0;; i++) {
+		r = ready(e);
+		if (r != 0)
+			break;
+		if ((i & 31) == 31) {
+			if (up__now_ns() >= until)
+				break;
+			/* The writer may be waiting for this very core: a
+			 * spin that holds it would delay the data it waits
+			 * for, by a time slice. */
+			sched_yield();
+			up__count(&e->c.syscalls, 1);
+		}
+		up__cpu_relax();
+	}
+	spin_release(wl);
+	t = up__now_ns();
+	up__count(&e->c.early_spin_ns, t - t0);
+	if (r > 0) {
+		up__count(&e->c.early, 1);
+		e->early_misses = 0;
+		return r;
+	}
+	if (r == 0) {
+		up__count(&e->c.early_misses, 1);
+		e->early_gap = 0;
+		e->early_hits = 0;
+		e->early_skip = (uint16_t)(1u << e->early_misses);
+		if (e->early_misses < UP_EARLY_SKIP_SHIFT_MAX)
+			e->early_misses++;
+	}
+	return r;
+}
+
 /* The sleep until the peers' locks are next due to be asked (one slice
  * after the last check, up__peers_reap()), so that a sleep cut short and
  * begun again never pushes the check back: a dead peer is seen within
@@ -274,10 +399,15 @@ uint64_t up__wait_fence(struct up_end *e, struct up_shm_wait *wl)
 int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct up_end *),
 		   uint32_t peer_role)
 {
+	bool data = wl == &e->p->ln->rd_wait;
+	uint64_t until = 0, early = data ? early_due(e, up__now_ns(), &until) : 0;
 	int r = spin_for(e, wl, ready);
 
-	if (r != 0)
+	if (r != 0) {
+		if (r > 0 && data)
+			early_note(e, up__now_ns(), false);
 		return r < 0 ? r : 0;
+	}
 	/*
 	 * Spinning did not pay: spin less next time. With more threads than
 	 * cores the peer we wait for may need this very core, so the budget
@@ -305,6 +435,14 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		/* Cheap unless the endpoint table changed since last time. */
 		up__sweep_orphans(e);
 		slice = slice_left(e);
+		if (early != 0) {
+			uint64_t now = up__now_ns();
+
+			if (early <= now)
+				early = 0; /* the first sleep is late already */
+			else if (early - now < slice)
+				slice = early - now;
+		}
 		/* [wait] sc: clear pending, then announce; pairs with [wait] sc
 		 * in up__wake_line_slow() (its exchange and its nwait load). */
 		atomic_store_explicit(&wl->pending, 0, memory_order_seq_cst);
@@ -326,7 +464,11 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 						up__peers_nfds(e), &sc);
 			up__sleep_end(e);
 			up__count(&e->c.syscalls, sc);
-			if (r == -ETIMEDOUT)
+			/* Our early wake, not a slice's end (nor a shorter
+			 * bound's: a timer never ends before its time). */
+			if (r == -ETIMEDOUT && early != 0 && up__now_ns() >= early)
+				r = -EALREADY;
+			else if (r == -ETIMEDOUT)
 				up__count(&e->c.timeouts, 1);
 			/* Up again: let the next progress wake another sleeper
 			 * (wakes for data are for one sleeper).
@@ -352,6 +494,10 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 			 * once per trim_ms (reclaim.c). */
 			if (e->flags & UP_RD)
 				up__pool_trim(e);
+			if (r == -EALREADY)
+				r = 0;
+			else
+				early = 0; /* woken: a late end if data is here */
 			if (r == 1 || r == -ETIMEDOUT || r == -EINTR || r == -EAGAIN)
 				r = 0;
 			if (r == 0)
@@ -363,6 +509,20 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		/* [wait] sc: no longer a sleeper; pairs with [wait] sc in
 		 * up__wake_line(). */
 		atomic_fetch_sub_explicit(&wl->nwait, 1, memory_order_seq_cst);
+		/* Up before the data, as planned: spin for it, no longer
+		 * announced, so its writer makes no wake. One early sleep a
+		 * wait. */
+		if (r == 0 && early != 0) {
+			r = early_spin(e, wl, ready, until);
+			early = 0;
+			if (r > 0) {
+				early_note(e, up__now_ns(), false);
+				return 0;
+			}
+		} else if (r > 0 && data) {
+			early_note(e, up__now_ns(), early == 0);
+		}
+		early = 0;
 		if (r < 0 && wl == &e->p->ln->rd_wait)
 			/* We may have taken a wake meant for data that we now
 			 * leave to the others: pass it on. */

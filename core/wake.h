@@ -47,6 +47,9 @@ struct up__wake_ops {
 	/* wait() returns when a peer fd turns readable; false: it cannot
 	 * poll them, and the caller gets the death some other way. */
 	bool polls_fds;
+	/* A timed wait() ends up to the calling thread's timer slack after
+	 * its time (futex(2) applies it; io_uring's timeouts do not). */
+	bool slack;
 	/*
 	 * Sleep while *word == expect, at most @timeout_ns (0 = no limit).
 	 * @peer_pidfds/@npeer: pidfds of peer processes to watch while asleep
@@ -113,6 +116,9 @@ struct up__waker *up__waker_futex_new(void);
 int up__futex_wait(_Atomic uint32_t *word, uint32_t expect, uint64_t timeout_ns,
 		   uint64_t *syscalls);
 int up__futex_wake(_Atomic uint32_t *word, uint32_t nr, uint64_t *syscalls);
+/* The calling thread's timer slack in ns (prctl(2), asked once a thread;
+ * the kernel's default where refused). */
+uint64_t up__timer_slack_ns(void);
 
 /* CLOCK_MONOTONIC in nanoseconds; served by the vDSO, no system call. */
 static inline uint64_t up__now_ns(void)

@@ -12,6 +12,7 @@
  * wait on the armed words with futex_waitv(2) (Linux 5.16+).
  */
 #include <linux/futex.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +49,18 @@ int up__futex_wake(_Atomic uint32_t *word, uint32_t nr, uint64_t *syscalls)
 	if (syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, (int)nr, NULL, NULL, 0) < 0)
 		return -errno;
 	return 0;
+}
+
+uint64_t up__timer_slack_ns(void)
+{
+	static __thread uint64_t slack; /* 0: not asked yet */
+	int r;
+
+	if (slack == 0) {
+		r = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+		slack = r > 0 ? (uint64_t)r : 50000; /* the kernel's default */
+	}
+	return slack;
 }
 
 static int futex_wait_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
@@ -96,6 +109,7 @@ static int futex_disarm(struct up__waker *w, uint64_t *syscalls)
 
 static const struct up__wake_ops futex_ops = {
 	.name = "futex",
+	.slack = true,
 	.wait = futex_wait_op,
 	.wake = futex_wake_op,
 	.destroy = futex_destroy,

@@ -54,7 +54,17 @@ struct sp_run {
 	unsigned nmsg;
 	uint64_t *lat;           /* per message, ns */
 	unsigned nlat;
+	double rd_cpu;           /* the reader thread's CPU time / its wall time */
 };
+
+/* This thread's CPU time (user + system), ns. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static void sp_pin(const struct env *env, int which)
 {
@@ -207,6 +217,7 @@ static void *sp_reader(void *arg)
 	struct sp_run *sr = arg;
 	struct worker *w = &sr->ws[1];
 	unsigned char msg[SPARSE_MSG];
+	uint64_t cpu0 = 0, wall0 = 0;
 	int ep = -1;
 
 	sp_pin(sr->env, 1);
@@ -216,6 +227,8 @@ static void *sp_reader(void *arg)
 		goto out;
 	}
 	pthread_barrier_wait(&w->sh->bar);
+	cpu0 = thread_cpu_ns();
+	wall0 = now_ns();
 	for (;;) {
 		size_t got = 0;
 		uint64_t now, stamp, seq;
@@ -257,6 +270,8 @@ static void *sp_reader(void *arg)
 		w->moved += sizeof(msg);
 	}
 out:
+	if (sr->nlat != 0)
+		sr->rd_cpu = (double)(thread_cpu_ns() - cpu0) / (double)(now_ns() - wall0);
 	if (ep >= 0)
 		close(ep);
 	/* Closed here so that a failed reader gives the writer EPIPE, not a
@@ -305,6 +320,7 @@ static double rank_us(const uint64_t *v, unsigned n, double p)
 
 struct sp_out {
 	double p50, p99, max; /* µs */
+	double cpu;           /* the reader's CPU share, 0..1 */
 };
 
 /* One run; fills *out or dies saying why. */
@@ -375,6 +391,7 @@ static void sp_run_once(const struct opts *o, const struct env *env, enum transp
 	out->p50 = rank_us(lat, nmsg, 0.50);
 	out->p99 = rank_us(lat, nmsg, 0.99);
 	out->max = rank_us(lat, nmsg, 1.0);
+	out->cpu = sr.rd_cpu;
 }
 
 /* The table's order: the kernel transports first, as in the throughput's. */
@@ -382,7 +399,7 @@ static const enum transport sp_t[T_COUNT] = {T_KERNEL, T_PIPE_URING, T_VMSPLICE,
 					     T_URING, T_URING_ZC};
 
 struct sp_cell {
-	double p50[MAX_REPEAT], p99[MAX_REPEAT], max[MAX_REPEAT];
+	double p50[MAX_REPEAT], p99[MAX_REPEAT], max[MAX_REPEAT], cpu[MAX_REPEAT];
 };
 
 static void sp_ratio(char *b, size_t bl, double v, double k)
@@ -413,8 +430,8 @@ static void sp_print_gap(const struct opts *o, unsigned gap, unsigned nmsg,
 			 struct sp_cell (*c)[RD_COUNT])
 {
 	printf("\ngap %u us, %u messages per run\n", gap, nmsg);
-	printf("%-12s %-8s %10s %10s %10s %9s %9s %13s\n", "transport", "reader", "p50 us",
-	       "p99 us", "max us", "p50/pipe", "p99/pipe", "p99 rounds");
+	printf("%-12s %-8s %10s %10s %10s %9s %9s %13s %7s\n", "transport", "reader", "p50 us",
+	       "p99 us", "max us", "p50/pipe", "p99/pipe", "p99 rounds", "rd cpu");
 	for (int i = 0; i < T_COUNT; i++) {
 		enum transport t = sp_t[i];
 		if (!o->on[t])
@@ -432,9 +449,10 @@ static void sp_print_gap(const struct opts *o, unsigned gap, unsigned nmsg,
 			 * ratio inside the pipe's own spread says nothing. */
 			snprintf(span, sizeof(span), "%.1f-%.1f", vmin(c[t][rd].p99, o->repeat),
 				 vmax(c[t][rd].p99, o->repeat));
-			printf("%-12s %-8s %10.1f %10.1f %10.1f %9s %9s %13s\n", bench_tlabel[t],
-			       rd_name[rd], p50, p99, vmax(c[t][rd].max, o->repeat), r50, r99,
-			       span);
+			printf("%-12s %-8s %10.1f %10.1f %10.1f %9s %9s %13s %6.1f%%\n",
+			       bench_tlabel[t], rd_name[rd], p50, p99,
+			       vmax(c[t][rd].max, o->repeat), r50, r99, span,
+			       100.0 * bench_median(c[t][rd].cpu, o->repeat));
 		}
 	}
 	fflush(stdout);
@@ -472,6 +490,7 @@ static void sp_json_gap(const struct opts *o, unsigned gap, unsigned nmsg,
 			else
 				printf(",\"ratio_p50\":null,\"ratio_p99\":null");
 			json_runs("p50_runs", c[t][rd].p50, o->repeat);
+			json_runs("reader_cpu_runs", c[t][rd].cpu, o->repeat);
 			json_runs("p99_runs", c[t][rd].p99, o->repeat);
 			json_runs("max_runs", c[t][rd].max, o->repeat);
 			printf("}");
@@ -505,7 +524,8 @@ void bench_sparse(const struct opts *o, const struct env *env)
 		printf("\n--sparse: %d-byte messages, 1 writer -> 1 reader%s; latency from the"
 		       " writer's clock\n  before its write to the reader's after the whole message;"
 		       " median over %u\n  round%s of p50/p99, max over rounds; p99 rounds: the lowest and"
-		       " highest\n  round's p99, the spread a p99 ratio must clear to mean anything\n",
+		       " highest\n  round's p99, the spread a p99 ratio must clear to mean anything;"
+		       "\n  rd cpu: the reader thread's CPU time over its run's wall time, median\n",
 		       SPARSE_MSG,
 		       env->cpu[1] >= 0 ? " (pinned)" : "", o->repeat, o->repeat == 1 ? "" : "s");
 	}
@@ -527,6 +547,7 @@ void bench_sparse(const struct opts *o, const struct env *env)
 					c[t][rd].p50[i] = r.p50;
 					c[t][rd].p99[i] = r.p99;
 					c[t][rd].max[i] = r.max;
+					c[t][rd].cpu[i] = r.cpu;
 					if (o->verbose)
 						fprintf(stderr, "  sparse %-12s %-8s gap %u us: p50 %.1f"
 							" p99 %.1f max %.1f us\n", bench_tlabel[t],

@@ -147,13 +147,16 @@ for g in 100 300; do
 			if (split($8, sp, "-") != 2 || sp[1] + 0 > $4 + 0 || $4 + 0 > sp[2] + 0 ||
 			    ($4 + 0 != sp[1] + 0 || sp[1] + 0 != sp[2] + 0) && rounds == 1)
 				bad = 1
+			# the reader thread CPU share: a percentage of one CPU
+			if ($9 !~ /^[0-9.]+%$/ || $9 + 0 > 101)
+				bad = 1
 			if ($1 == "pipe") { k50[$2] = $3; k99[$2] = $4 }
 			# the ratios to the pipe with the same reader (rounded figures)
 			r = $3 / k50[$2]; if (r - $6 > 0.05 * r + 0.02 || $6 - r > 0.05 * r + 0.02) bad = 1
 			r = $4 / k99[$2]; if (r - $7 > 0.05 * r + 0.02 || $7 - r > 0.05 * r + 0.02) bad = 1
 			n[$1 " " $2] = 1 }
 		END { c = 0; for (k in n) c++; exit bad || c != 2 * nt }' "$T/sp"; then
-		ok "bench --sparse: gap $g us has p50 <= p99 <= max and the p99 rounds for $nt transports x 2 readers"
+		ok "bench --sparse: gap $g us has p50 <= p99 <= max, the p99 rounds and the reader's CPU for $nt transports x 2 readers"
 	else
 		fail "bench --sparse: gap $g us: not every transport and reader has p50/p99/max and p99 rounds"
 	fi

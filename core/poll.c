@@ -75,6 +75,28 @@ int up__ring_poll_arm(struct up_end *e)
 
 	if (!e->waker->ops->arm)
 		return -EOPNOTSUPP;
+	/* A reader of regular messages (wait.c, the early wake): in its
+	 * window the fd turns readable at once, with nothing announced, so
+	 * that the writer makes no wake and the loop looks again; before
+	 * it, the armed wait ends at the window. */
+	e->waker->early_ns = 0;
+	if ((e->flags & UP_RD) && up__early_arm(e, &e->waker->early_ns) == 1) {
+		up__ring_disarm(e);
+		r = up__rd_ready(e);
+		if (r != 0) {
+			if (r > 0)
+				up__early_disarmed(e, true);
+			return r < 0 ? r : 1;
+		}
+		r = e->waker->ops->arm_now(e->waker, &sc);
+		up__count(&e->c.syscalls, sc);
+		if (r < 0)
+			return r;
+		e->early_polling = true;
+		e->armed = UP_ARMED_POLL;
+		e->armed_on = UP_ARMED_ON_NONE;
+		return 0;
+	}
 	/* Outside the handshake: may enter the kernel (pidfd_open). A writer
 	 * may wait for readers (pages) or for another writer (its lock), so it
 	 * watches every peer. */
@@ -86,6 +108,10 @@ int up__ring_poll_arm(struct up_end *e)
 	if (e->peers_blind)
 		up__peers_closewatch(e);
 	r = up__ring_arm(e, true, &word, &s);
+	/* Data found by the arm's own look, outside any window (the window
+	 * returned above): learnt from, never a catch. */
+	if (r > 0 && (e->flags & UP_RD))
+		up__early_disarmed(e, false);
 	if (r != 0)
 		return r;
 	/* A peer that came (and so may be the lock's holder) since the list
@@ -108,6 +134,7 @@ int up__ring_poll_arm(struct up_end *e)
 		nfds = e->npeer;
 	}
 	r = e->waker->ops->arm(e->waker, word, s, e->peer_pidfds, nfds, &sc);
+	e->waker->early_ns = 0;
 	up__count(&e->c.syscalls, sc);
 	if (r < 0) {
 		up__ring_disarm(e);
@@ -115,9 +142,12 @@ int up__ring_poll_arm(struct up_end *e)
 	}
 	e->armed = UP_ARMED_POLL;
 	/* A reader that waits in its event loop: as a sleep, its next read
-	 * hands a freed page off (pagepool.c). */
-	if (e->flags & UP_RD)
+	 * hands a freed page off (pagepool.c), and the wait's end is timed
+	 * (wait.c, the early wake). */
+	if (e->flags & UP_RD) {
 		e->hand_off = true;
+		e->early_polling = true;
+	}
 	return 0;
 }
 
@@ -147,4 +177,6 @@ void up__ring_disarm(struct up_end *e)
 	up__count(&e->c.syscalls, sc);
 	if (peer == 1)
 		up__peers_reap(e);
+	if (e->flags & UP_RD)
+		up__early_disarmed(e, arm_on == UP_ARMED_ON_NONE);
 }

@@ -179,6 +179,8 @@ int up__rd_ready(struct up_end *r);
 uint64_t up__wait_fence(struct up_end *e, struct up_shm_wait *wl);
 void up__nofence_mark(struct up_end *e);
 int up__wr_ready(struct up_end *w);
+int up__early_arm(struct up_end *e, uint64_t *early_ns);
+void up__early_disarmed(struct up_end *e, bool quiet);
 int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct up_end *),
 		   uint32_t peer_role);
 

@@ -136,6 +136,7 @@ struct up_pipe {
 #define UP_ARMED_ON_LINE  0 /* its side's wait line (nwait, npoll counted) */
 #define UP_ARMED_ON_WORD  1 /* the writers' lock word (wlock.npoll counted) */
 #define UP_ARMED_ON_BUSY  2 /* a bias owner's busy word (nothing counted) */
+#define UP_ARMED_ON_NONE  3 /* nothing: the fd readable at once, an early window (poll.c) */
 /* Reads that drain the ring without waiting before a reader coalesces
  * (reader.c, up__coalesce()), shifted left by the end's coalesce_backoff,
  * which a coalescing wait that ran out raises up to UP_BACKOFF_MAX. */
@@ -175,6 +176,11 @@ struct up_end {
 	uint32_t early_gap;
 	uint8_t early_hits, early_misses;
 	uint16_t early_skip;
+	/* Poll mode's plan for the wait in progress (0: none): the early
+	 * wake's time, and when the window after it closes; and whether a
+	 * wait is in progress (armed since the data last came). */
+	uint64_t early_wake, early_until;
+	bool early_polling;
 	int err;              /* deferred error after a partial transfer */
 
 	/* Writer: pages taken from the pool but not yet published (reserve

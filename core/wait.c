@@ -266,6 +266,18 @@ static uint64_t early_due(struct up_end *e, uint64_t now, uint64_t *until)
 	return wake;
 }
 
+/* An early wake ran out before the data: unlearn the gap, and let the
+ * next 2^misses waits pass without one. */
+static void early_miss(struct up_end *e)
+{
+	up__count(&e->c.early_misses, 1);
+	e->early_gap = 0;
+	e->early_hits = 0;
+	e->early_skip = (uint16_t)(1u << e->early_misses);
+	if (e->early_misses < UP_EARLY_SKIP_SHIFT_MAX)
+		e->early_misses++;
+}
+
 /* An early wake found nothing yet: spin (unannounced) until @until. 1
  * ready, 0 not (a miss: unlearn the gap, let waits pass), or an error. */
 static int early_spin(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct up_end *),
@@ -301,17 +313,71 @@ static int early_spin(struct up_end *e, struct up_shm_wait *wl, int (*ready)(str
 	if (r > 0) {
 		up__count(&e->c.early, 1);
 		e->early_misses = 0;
-		return r;
-	}
-	if (r == 0) {
-		up__count(&e->c.early_misses, 1);
-		e->early_gap = 0;
-		e->early_hits = 0;
-		e->early_skip = (uint16_t)(1u << e->early_misses);
-		if (e->early_misses < UP_EARLY_SKIP_SHIFT_MAX)
-			e->early_misses++;
+	} else if (r == 0) {
+		early_miss(e);
 	}
 	return r;
+}
+
+/*
+ * Poll mode: the caller's event loop sleeps, not us. Before an arm of a
+ * reader: 1 when the end is in its early window (the caller should make
+ * the fd readable at once, unannounced, so that its loop polls through
+ * the window: the loop is never held, only woken again), else 0 with
+ * *@early_ns the planned early wake from now, or 0 for none. Every call in
+ * the window yields, as the blocking spin does.
+ */
+int up__early_arm(struct up_end *e, uint64_t *early_ns)
+{
+	uint64_t now = up__now_ns(), until;
+
+	*early_ns = 0;
+	if (!e->waker->ops->arm_now)
+		return 0;
+	if (e->early_until == 0) {
+		e->early_wake = early_due(e, now, &until);
+		if (e->early_wake == 0)
+			return 0;
+		e->early_until = until;
+	}
+	if (now >= e->early_until) {
+		up__count(&e->c.early_spin_ns, e->early_until - e->early_wake);
+		e->early_until = 0;
+		early_miss(e);
+		return 0;
+	}
+	if (now >= e->early_wake) {
+		sched_yield();
+		up__count(&e->c.syscalls, 1);
+		return 1;
+	}
+	*early_ns = e->early_wake - now;
+	return 0;
+}
+
+/* Poll mode: a reader's arm is let go (a data call, or the next arm), or an
+ * arm found data. If data is here, its wait ended now: learn, and settle
+ * the plan. A catch is data found in the window by a look while not
+ * announced (@quiet): data found on letting an announced arm go may have
+ * cost its writer a wake. */
+void up__early_disarmed(struct up_end *e, bool quiet)
+{
+	uint64_t now;
+
+	if (!e->early_polling || up__rd_ready(e) <= 0)
+		return;
+	e->early_polling = false;
+	now = up__now_ns();
+	if (e->early_until != 0 && now >= e->early_wake) {
+		if (quiet)
+			up__count(&e->c.early, 1);
+		up__count(&e->c.early_spin_ns, now - e->early_wake);
+		e->early_misses = 0;
+		early_note(e, now, !quiet);
+	} else {
+		early_note(e, now, true);
+	}
+	e->early_until = 0;
 }
 
 /* The sleep until the peers' locks are next due to be asked (one slice

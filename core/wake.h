@@ -86,6 +86,10 @@ struct up__wake_ops {
 	int (*arm)(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 		   const int *peer_pidfds, int npeer, uint64_t *syscalls);
 	int (*disarm)(struct up__waker *w, uint64_t *syscalls);
+	/* Optional: make the fd readable at once with nothing armed (undone
+	 * by disarm). A backend that has it also ends an arm's wait after
+	 * waker.early_ns when that is set. */
+	int (*arm_now)(struct up__waker *w, uint64_t *syscalls);
 };
 
 /*
@@ -102,6 +106,10 @@ struct up__waker {
 	 * of the arm, so the armed fd must also turn readable every
 	 * UP_WAIT_SLICE_NS or so, for the next call to look (up__peers_blind()). */
 	bool blind;
+	/* Set before an arm (poll.c): the armed wait also ends this many ns
+	 * from now, a planned early wake (wait.c); 0: none. Only where the
+	 * backend has arm_now. */
+	uint64_t early_ns;
 };
 
 /* The plain futex(2) backend (core/wake_futex.c). Returns NULL on ENOMEM. */

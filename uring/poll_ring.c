@@ -305,7 +305,7 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	/* Nothing of an earlier arm may keep the fd readable. */
 	uw->pinflight = 0;
 	pring_reap(uw, &stale);
-	tick = w->blind || npeer == 0 || npeer > UW_SQ_ENTRIES - 3;
+	tick = w->blind || npeer == 0 || npeer > UW_SQ_ENTRIES - 3 || w->early_ns != 0;
 	if (npeer > UW_SQ_ENTRIES - 3)
 		npeer = UW_SQ_ENTRIES - 3; /* the tick covers the rest */
 	sqe = io_uring_get_sqe(uw->pring);
@@ -321,13 +321,19 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	 * so the disarm after a wake has nothing left to cancel and enters
 	 * no kernel. It must come right after the wait to be linked to it. */
 	if (tick) {
-		struct __kernel_timespec ts = { .tv_sec = 0, .tv_nsec = (long)UW_TICK_NS };
+		/* A planned early wake (wait.c) is shorter than a slice and
+		 * stands for the tick: a peer that died sends nothing, so the
+		 * plan misses and the next arm ticks again. */
+		bool early = w->early_ns != 0 && w->early_ns < UW_TICK_NS;
+		uint64_t ns = early ? w->early_ns : UW_TICK_NS;
+		struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000u),
+						.tv_nsec = (long long)(ns % 1000000000u) };
 		struct io_uring_sqe *lt = io_uring_get_sqe(uw->pring);
 
 		if (lt) {
 			sqe->flags |= IOSQE_IO_LINK;
 			io_uring_prep_link_timeout(lt, &ts, 0);
-			lt->user_data = UW_TAG(gen, UW_TICK);
+			lt->user_data = UW_TAG(gen, early ? UW_EARLY : UW_TICK);
 			uw->pinflight++;
 		}
 	}
@@ -347,6 +353,37 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	}
 	uw->parmed = 1;
 	poke_add(uw, word);
+	return 0;
+}
+
+/* The ops' arm_now: the fd readable at once with nothing waited on, for a
+ * caller that polls its event loop through a planned early window
+ * (poll.c). A NOP posts its completion within the submitting call. */
+int up__uw_arm_now(struct up__waker *w, uint64_t *syscalls)
+{
+	struct uring_waker *uw = to_uw(w);
+	struct io_uring_sqe *sqe;
+	int r, stale = 0;
+
+	if (!uw->pring)
+		return -EINVAL;
+	if (uw->parmed)
+		up__uw_disarm(w, syscalls);
+	uw->pinflight = 0;
+	pring_reap(uw, &stale);
+	sqe = io_uring_get_sqe(uw->pring);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_nop(sqe);
+	sqe->user_data = UW_TAG(++uw->pgen, UW_NOW);
+	uw->pinflight = 1;
+	*syscalls += 1;
+	r = io_uring_submit(uw->pring);
+	if (r < 0) {
+		uw->pinflight = 0;
+		return r;
+	}
+	uw->parmed = 1;
 	return 0;
 }
 

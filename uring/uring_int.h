@@ -81,6 +81,8 @@ enum uw_kind {
 	UW_CANCEL = 4, /* also the drain NOP, in generation 0 */
 	UW_TICK = 5,   /* poll mode, blind peers: a timeout that ends the arm */
 	UW_POKE = 6,   /* a MSG_RING into a poll ring of this process */
+	UW_EARLY = 7,  /* poll mode: a timeout that ends the arm, planned (wait.c) */
+	UW_NOW = 8,    /* poll mode: a NOP that makes the fd readable at once */
 };
 /* Poll mode's tick for blind peers: the sleep slice, UP_WAIT_SLICE_NS. */
 #define UW_TICK_NS 50000000ull
@@ -165,6 +167,7 @@ int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls);
 int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	       const int *peer_pidfds, int npeer, uint64_t *syscalls);
 int up__uw_disarm(struct up__waker *w, uint64_t *syscalls);
+int up__uw_arm_now(struct up__waker *w, uint64_t *syscalls);
 void up__uw_pring_exit(struct uring_waker *uw);
 int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr);
 unsigned up__uw_poke_end(struct io_uring *ring);

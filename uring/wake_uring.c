@@ -499,6 +499,7 @@ static void tring_free(struct uw_ring *tr)
 		.wake = uw_wake,                                   \
 		.destroy = uw_destroy, .pollfd = up__uw_pollfd,    \
 		.arm = up__uw_arm, .disarm = up__uw_disarm,        \
+		.arm_now = up__uw_arm_now,                         \
 	}
 static const struct up__wake_ops uw_ops = UW_OPS("io_uring");
 static const struct up__wake_ops uw_ops_sqpoll = UW_OPS("io_uring-sqpoll");

@@ -75,12 +75,12 @@ int up__ring_poll_arm(struct up_end *e)
 
 	if (!e->waker->ops->arm)
 		return -EOPNOTSUPP;
-	/* A reader of regular messages (wait.c, the early wake): in its
-	 * window the fd turns readable at once, with nothing announced, so
-	 * that the writer makes no wake and the loop looks again; before
-	 * it, the armed wait ends at the window. */
+	/* A reader of regular messages that asked for it (UP_EARLY_POLL;
+	 * wait.c, the early wake): in its window the fd turns readable at
+	 * once, with nothing announced, so that the writer makes no wake and
+	 * the loop looks again; before it, the armed wait ends at the window. */
 	e->waker->early_ns = 0;
-	if ((e->flags & UP_RD) && up__early_arm(e, &e->waker->early_ns) == 1) {
+	if ((e->flags & UP_EARLY_POLL) && up__early_arm(e, &e->waker->early_ns) == 1) {
 		up__ring_disarm(e);
 		r = up__rd_ready(e);
 		if (r != 0) {
@@ -110,7 +110,7 @@ int up__ring_poll_arm(struct up_end *e)
 	r = up__ring_arm(e, true, &word, &s);
 	/* Data found by the arm's own look, outside any window (the window
 	 * returned above): learnt from, never a catch. */
-	if (r > 0 && (e->flags & UP_RD))
+	if (r > 0 && (e->flags & UP_EARLY_POLL))
 		up__early_disarmed(e, false);
 	if (r != 0)
 		return r;
@@ -146,7 +146,7 @@ int up__ring_poll_arm(struct up_end *e)
 	 * (wait.c, the early wake). */
 	if (e->flags & UP_RD) {
 		e->hand_off = true;
-		e->early_polling = true;
+		e->early_polling = (e->flags & UP_EARLY_POLL) != 0;
 	}
 	return 0;
 }
@@ -177,6 +177,6 @@ void up__ring_disarm(struct up_end *e)
 	up__count(&e->c.syscalls, sc);
 	if (peer == 1)
 		up__peers_reap(e);
-	if (e->flags & UP_RD)
+	if (e->flags & UP_EARLY_POLL)
 		up__early_disarmed(e, arm_on == UP_ARMED_ON_NONE);
 }

@@ -222,7 +222,7 @@ static void early_note(struct up_end *e, uint64_t now, bool late)
 {
 	uint64_t d = now - e->early_seen;
 
-	if (e->early_seen == 0 || d <= UP_SPIN_MAX_NS || d >= UP_EARLY_GAP_MAX_NS) {
+	if (e->early_seen == 0 || d >= UP_EARLY_GAP_MAX_NS) {
 		e->early_gap = 0;
 		e->early_hits = 0;
 	} else if (e->early_gap != 0 &&
@@ -253,7 +253,8 @@ static uint64_t early_due(struct up_end *e, uint64_t now, uint64_t *until)
 		e->early_skip--;
 		return 0;
 	}
-	if (e->early_hits < UP_EARLY_HITS)
+	/* Gaps that short are the spin's (spin_learn()). */
+	if (e->early_hits < UP_EARLY_HITS || e->early_gap <= UP_SPIN_MAX_NS)
 		return 0;
 	lead = early_lead(e->early_gap);
 	due = e->early_seen + e->early_gap;
@@ -326,6 +327,9 @@ static int early_spin(struct up_end *e, struct up_shm_wait *wl, int (*ready)(str
  * the window: the loop is never held, only woken again), else 0 with
  * *@early_ns the planned early wake from now, or 0 for none. Every call in
  * the window yields, as the blocking spin does.
+ *
+ * Gaps a blocking reader spins through (up to UP_SPIN_MAX_NS) open the
+ * window at once: the loop polls through them as that spin would.
  */
 int up__early_arm(struct up_end *e, uint64_t *early_ns)
 {
@@ -335,7 +339,13 @@ int up__early_arm(struct up_end *e, uint64_t *early_ns)
 	if (!e->waker->ops->arm_now)
 		return 0;
 	if (e->early_until == 0) {
-		e->early_wake = early_due(e, now, &until);
+		if (e->early_skip == 0 && e->early_hits >= UP_EARLY_HITS &&
+		    e->early_gap <= UP_SPIN_MAX_NS) {
+			e->early_wake = now;
+			until = e->early_seen + e->early_gap + early_lead(e->early_gap);
+		} else {
+			e->early_wake = early_due(e, now, &until);
+		}
 		if (e->early_wake == 0)
 			return 0;
 		e->early_until = until;

@@ -143,10 +143,22 @@ UP_API void up_pipe_release(struct up_pipe *p);
 #define UP_RD       0x1
 #define UP_WR       0x2
 #define UP_NONBLOCK 0x4
+/* Since 0.2, readers only: in poll mode (up_poll_arm), read ahead of data
+ * that comes at a steady gap. Once a few gaps agree, the armed fd turns
+ * readable a little before the next message is due, and arming again in
+ * the short window around it makes the fd readable at once, with nothing
+ * announced, so the event loop polls through the window and the writer
+ * makes no wake: reading within microseconds of the write instead of a
+ * wake's latency, for the window's CPU (the loop's rounds). Such readiness
+ * comes without data by design; a window that runs out backs off. The
+ * io_uring backend; elsewhere the flag is accepted and does nothing. A
+ * blocking reader does the same by default (it holds no loop). */
+#define UP_EARLY_POLL 0x10
 
 /*
  * up_open - open a reader (UP_RD) or a writer (UP_WR) endpoint on @p,
- * optionally UP_NONBLOCK. Exactly one of UP_RD/UP_WR.
+ * optionally UP_NONBLOCK, and a reader UP_EARLY_POLL. Exactly one of
+ * UP_RD/UP_WR.
  * Returns 0 and *out, -EINVAL (bad flags), -EMFILE (endpoint table of the
  * segment full), -EPROTO (pipe broken), -ENOMEM.
  * Any thread; never waits for the pipe or its peers. A process's first

@@ -77,6 +77,7 @@ struct opts {
 			     * kernel pipe, and what --vs adds */
 	bool sparse;        /* --sparse instead of the throughput runs */
 	unsigned gaps[MAX_GAPS], ngaps; /* --sparse gaps, µs */
+	bool early_poll;    /* --early-poll: uringpipe's epoll readers UP_EARLY_POLL */
 };
 
 /* The reader's bytes per call for @size-byte writes (--read-size). */

@@ -53,6 +53,8 @@ static void usage(FILE *f)
 "                   every --gap us, CLOCK_MONOTONIC from the write to the read,\n"
 "                   a blocking and an epoll reader; p50, p99, max\n"
 "  --gap LIST       --sparse gaps in us, comma separated (default 50,200,1000)\n"
+"  --early-poll     --sparse: uringpipe's epoll readers open with UP_EARLY_POLL\n"
+"                   (the fd turns readable ahead of regular data)\n"
 "  --capacity N     pipe capacity for both transports (default 1M);\n"
 "                   the kernel pipe gets F_SETPIPE_SZ\n"
 "  --bytes N        bytes per run for every size and transport (default:\n"
@@ -198,7 +200,7 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 {
 	enum { O_SIZES = 256, O_CAP, O_BYTES, O_REPEAT, O_WRITERS, O_READERS,
 	       O_JSON, O_SEED, O_LAT, O_TIME, O_TIMEOUT, O_SWEEP, O_PRESSURE, O_REPORT, O_PROCS,
-	       O_READ_SIZE, O_VS, O_SPARSE, O_GAP };
+	       O_READ_SIZE, O_VS, O_SPARSE, O_GAP, O_EARLY_POLL };
 	const char *read_size = NULL;
 	static const struct option lo[] = {
 		{"sizes", required_argument, NULL, O_SIZES},
@@ -220,6 +222,7 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 		{"vs", required_argument, NULL, O_VS},
 		{"sparse", no_argument, NULL, O_SPARSE},
 		{"gap", required_argument, NULL, O_GAP},
+		{"early-poll", no_argument, NULL, O_EARLY_POLL},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -315,6 +318,9 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 		case O_GAP:
 			parse_gaps(optarg, o);
 			break;
+		case O_EARLY_POLL:
+			o->early_poll = true;
+			break;
 		case 'v':
 			o->verbose = true;
 			break;
@@ -347,6 +353,8 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 		bad_usage("--sparse is 1 writer x 1 reader; it takes no --sweep, --writers, --readers");
 	if (o->sparse && o->report)
 		bad_usage("--sparse draws no --report chart");
+	if (o->early_poll && !o->sparse)
+		bad_usage("--early-poll is for --sparse's epoll readers");
 	if (o->bytes && o->bytes < o->writers)
 		bad_usage("--bytes: %" PRIu64 " is less than one byte per writer", o->bytes);
 }

@@ -179,10 +179,10 @@ else
 	fail "bench --sparse --repeat 3: the p99 rounds column is wrong"
 	sed 's/^/    /' "$T/sp3"
 fi
-if have_python; then
-	"$CAT" --bench --sparse --gap 150 --time 0.02 --repeat 2 --json >"$T/spj" 2>"$T/err"
-	expect_eq "bench --sparse --json: exit" "$?" 0
-	python3 - "$T/spj" <<'PY'
+# The sparse JSON of $1: every transport and reader at gap 150 us, ratios
+# and the reader's CPU share per round; early_poll set when $2 is given.
+check_sparse_json() {
+	python3 - "$@" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["mode"] == "sparse" and [g["gap_us"] for g in d["gaps"]] == [150]
@@ -190,13 +190,25 @@ res = d["gaps"][0]["results"]
 assert {(r["transport"], r["reader"]) for r in res} == {
     (t, k) for t in ("kernel", "uringpipe", "uringpipe_zc") for k in ("blocking", "epoll")}
 k = {r["reader"]: r for r in res if r["transport"] == "kernel"}
+assert d["early_poll"] is (len(sys.argv) > 2)
 for r in res:
     assert len(r["p50_runs"]) == 2 and 0 < r["p50_us"] <= r["p99_us"] <= r["max_us"], r
+    assert len(r["reader_cpu_runs"]) == 2 and all(0 <= c <= 1.01 for c in r["reader_cpu_runs"]), r
     for p in ("p50", "p99"):
         want = r[p + "_us"] / k[r["reader"]][p + "_us"]
         assert abs(r["ratio_" + p] - want) < 1e-3 * want + 1e-3, (r, want)
 PY
+}
+if have_python; then
+	"$CAT" --bench --sparse --gap 150 --time 0.02 --repeat 2 --json >"$T/spj" 2>"$T/err"
+	expect_eq "bench --sparse --json: exit" "$?" 0
+	check_sparse_json "$T/spj"
 	expect_eq "bench --sparse --json: p50/p99/max per transport and reader" "$?" 0
+	"$CAT" --bench --sparse --early-poll --gap 150 --time 0.02 --repeat 2 --json >"$T/spe" \
+		2>"$T/err"
+	expect_eq "bench --sparse --early-poll --json: exit" "$?" 0
+	check_sparse_json "$T/spe" early
+	expect_eq "bench --sparse --early-poll --json: the same cells, early_poll set" "$?" 0
 fi
 
 # --- usage errors: exit 2 and one line (the message and where the help is).
@@ -213,6 +225,7 @@ bad1 --read-size 0
 bad1 --read-size 2M
 bad1 --read-size lots
 bad1 --gap 0 --sparse
+bad1 --early-poll
 bad1 --sizes 4Q
 
 # --memory-pressure with a PATH that has no stress-ng.

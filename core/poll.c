@@ -10,6 +10,31 @@
  */
 #include "bias.h"
 
+/* Poll mode: a reader's arm is let go (a data call, or the next arm), or an
+ * arm found data. If data is here, its wait ended now: learn, and settle
+ * the plan. A catch is data found in the window by a look while not
+ * announced (@quiet): data found on letting an announced arm go may have
+ * cost its writer a wake. */
+static void early_disarmed(struct up_end *e, bool quiet)
+{
+	uint64_t now;
+
+	if (!e->early_polling || up__rd_ready(e) <= 0)
+		return;
+	e->early_polling = false;
+	now = up__now_ns();
+	if (e->early_until != 0 && now >= e->early_wake) {
+		if (quiet)
+			up__count(&e->c.early, 1);
+		up__count(&e->c.early_spin_ns, now - e->early_wake);
+		e->early_misses = 0;
+		up__early_note(e, now, !quiet);
+	} else {
+		up__early_note(e, now, true);
+	}
+	e->early_until = 0;
+}
+
 /*
  * Announce @e as a sleeper on its line, but return instead of sleeping. With
  * @locks, a writer held up by another writer's lock waits for it
@@ -85,7 +110,7 @@ int up__ring_poll_arm(struct up_end *e)
 		r = up__rd_ready(e);
 		if (r != 0) {
 			if (r > 0)
-				up__early_disarmed(e, true);
+				early_disarmed(e, true);
 			return r < 0 ? r : 1;
 		}
 		r = e->waker->ops->arm_now(e->waker, &sc);
@@ -111,7 +136,7 @@ int up__ring_poll_arm(struct up_end *e)
 	/* Data found by the arm's own look, outside any window (the window
 	 * returned above): learnt from, never a catch. */
 	if (r > 0 && (e->flags & UP_EARLY_POLL))
-		up__early_disarmed(e, false);
+		early_disarmed(e, false);
 	if (r != 0)
 		return r;
 	/* A peer that came (and so may be the lock's holder) since the list
@@ -178,5 +203,5 @@ void up__ring_disarm(struct up_end *e)
 	if (peer == 1)
 		up__peers_reap(e);
 	if (e->flags & UP_EARLY_POLL)
-		up__early_disarmed(e, arm_on == UP_ARMED_ON_NONE);
+		early_disarmed(e, arm_on == UP_ARMED_ON_NONE);
 }

@@ -179,8 +179,12 @@ int up__rd_ready(struct up_end *r);
 uint64_t up__wait_fence(struct up_end *e, struct up_shm_wait *wl);
 void up__nofence_mark(struct up_end *e);
 int up__wr_ready(struct up_end *w);
+/* early.c: the early wake's learning and planning. */
+void up__early_note(struct up_end *e, uint64_t now, bool late);
+uint64_t up__early_due(struct up_end *e, uint64_t now, uint64_t *until);
+void up__early_miss(struct up_end *e);
+void up__early_lateness(struct up_end *e, uint64_t late_ns);
 int up__early_arm(struct up_end *e, uint64_t *early_ns);
-void up__early_disarmed(struct up_end *e, bool quiet);
 int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct up_end *),
 		   uint32_t peer_role);
 

@@ -148,11 +148,12 @@ struct up_pipe {
 /* The longest spin while the other side is inside a call that ends the
  * wait (wait.c, peer_inside()): a reader's work on a pipe's worth. */
 #define UP_SPIN_INSIDE_NS 500000u
-/* The early wake (wait.c): a reader wakes this long before data due at a
- * regular gap, an eighth of the gap within these bounds, and only for gaps
- * up to UP_EARLY_GAP_MAX_NS (beyond, a wake's latency is noise). */
-#define UP_EARLY_LEAD_MIN_NS 30000u
-#define UP_EARLY_LEAD_MAX_NS 60000u
+/* The early wake (early.c): gaps agree, and a reader spins for data past
+ * its due time, within an eighth of the gap, in these bounds; only gaps
+ * up to UP_EARLY_GAP_MAX_NS are learnt (beyond, a wake's latency is
+ * noise). */
+#define UP_EARLY_WINDOW_MIN_NS 30000u
+#define UP_EARLY_WINDOW_MAX_NS 60000u
 #define UP_EARLY_GAP_MAX_NS  20000000u
 
 struct up_end {
@@ -176,11 +177,14 @@ struct up_end {
 	uint32_t early_gap;
 	uint8_t early_hits, early_misses;
 	uint16_t early_skip;
+	/* How late its timed early sleeps end, learnt (0: none yet). */
+	uint32_t early_lat;
 	/* Poll mode's plan for the wait in progress (0: none): the early
 	 * wake's time, and when the window after it closes; and whether a
 	 * wait is in progress (armed since the data last came). */
 	uint64_t early_wake, early_until;
 	bool early_polling;
+	bool early_timed;     /* the plan's wake is a timeout's (its lateness is learnt) */
 	int err;              /* deferred error after a partial transfer */
 
 	/* Writer: pages taken from the pool but not yet published (reserve

@@ -189,96 +189,6 @@ static void spin_learn(struct up_end *e, uint64_t slept)
 	e->spin_ns = want < UP_SPIN_MAX_NS ? (uint32_t)want : UP_SPIN_MAX_NS;
 }
 
-/*
- * The early wake. A reader whose data comes at a regular gap longer than
- * any spin sleeps until a lead before the next is due, then spins for it:
- * the writer, finding no sleeper, makes no wake, and the reader's core is
- * already up when the data comes rather than woken by it. What must stay
- * true:
- * - the early sleep is an ordinary announced sleep with a shorter slice,
- *   so data that comes sooner wakes it as any other; the spin after it is
- *   unannounced and re-checks, so the handshake is the one wait.c has;
- * - the spin is bounded (three leads at most) and made only after
- *   UP_EARLY_HITS gaps in a row agreed; one that runs out unlearns the gap
- *   and lets the next 2^misses waits pass, so traffic that is not regular
- *   pays a spin on a vanishing share of its waits.
- */
-#define UP_EARLY_HITS 2u
-#define UP_EARLY_SKIP_SHIFT_MAX 10u
-/* Shorter early sleeps are not worth their system call: spin instead. */
-#define UP_EARLY_SLEEP_MIN_NS 20000u
-
-static uint64_t early_lead(uint32_t gap)
-{
-	uint64_t l = gap / 8;
-
-	return l < UP_EARLY_LEAD_MIN_NS ? UP_EARLY_LEAD_MIN_NS
-	       : l > UP_EARLY_LEAD_MAX_NS ? UP_EARLY_LEAD_MAX_NS : l;
-}
-
-/* A wait for data ended with data at @now, seen by a spin (on time) or
- * after a wake (@late): learn the gap between such ends. */
-static void early_note(struct up_end *e, uint64_t now, bool late)
-{
-	uint64_t d = now - e->early_seen;
-
-	if (e->early_seen == 0 || d >= UP_EARLY_GAP_MAX_NS) {
-		e->early_gap = 0;
-		e->early_hits = 0;
-	} else if (e->early_gap != 0 &&
-		   (d > e->early_gap ? d - e->early_gap : e->early_gap - d) <= early_lead(e->early_gap)) {
-		/* Follow a drifting gap by a quarter of each difference. */
-		e->early_gap = (uint32_t)(d > e->early_gap ? e->early_gap + (d - e->early_gap) / 4
-						       : e->early_gap - (e->early_gap - d) / 4);
-		if (e->early_hits < UINT8_MAX)
-			e->early_hits++;
-	} else {
-		e->early_gap = (uint32_t)d;
-		e->early_hits = 0;
-	}
-	e->early_seen = now;
-	e->early_late = late;
-}
-
-/* When a wait for data that begins at @now should end its first sleep (0:
- * sleep as usual), and in *@until when the spin after it gives up. After
- * a late end the data came up to a wake's latency before it: wake a lead
- * earlier; a backend whose sleeps overrun by the timer slack, that much
- * earlier again. */
-static uint64_t early_due(struct up_end *e, uint64_t now, uint64_t *until)
-{
-	uint64_t lead, due, wake;
-
-	if (e->early_skip != 0) {
-		e->early_skip--;
-		return 0;
-	}
-	/* Gaps that short are the spin's (spin_learn()). */
-	if (e->early_hits < UP_EARLY_HITS || e->early_gap <= UP_SPIN_MAX_NS)
-		return 0;
-	lead = early_lead(e->early_gap);
-	due = e->early_seen + e->early_gap;
-	wake = due - lead - (e->early_late ? lead : 0);
-	if (e->waker->ops->slack)
-		wake -= up__timer_slack_ns();
-	if (wake < now + e->spin_ns + UP_EARLY_SLEEP_MIN_NS)
-		return 0;
-	*until = due + lead;
-	return wake;
-}
-
-/* An early wake ran out before the data: unlearn the gap, and let the
- * next 2^misses waits pass without one. */
-static void early_miss(struct up_end *e)
-{
-	up__count(&e->c.early_misses, 1);
-	e->early_gap = 0;
-	e->early_hits = 0;
-	e->early_skip = (uint16_t)(1u << e->early_misses);
-	if (e->early_misses < UP_EARLY_SKIP_SHIFT_MAX)
-		e->early_misses++;
-}
-
 /* An early wake found nothing yet: spin (unannounced) until @until. 1
  * ready, 0 not (a miss: unlearn the gap, let waits pass), or an error. */
 static int early_spin(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct up_end *),
@@ -315,79 +225,9 @@ static int early_spin(struct up_end *e, struct up_shm_wait *wl, int (*ready)(str
 		up__count(&e->c.early, 1);
 		e->early_misses = 0;
 	} else if (r == 0) {
-		early_miss(e);
+		up__early_miss(e);
 	}
 	return r;
-}
-
-/*
- * Poll mode: the caller's event loop sleeps, not us. Before an arm of a
- * reader: 1 when the end is in its early window (the caller should make
- * the fd readable at once, unannounced, so that its loop polls through
- * the window: the loop is never held, only woken again), else 0 with
- * *@early_ns the planned early wake from now, or 0 for none. Every call in
- * the window yields, as the blocking spin does.
- *
- * Gaps a blocking reader spins through (up to UP_SPIN_MAX_NS) open the
- * window at once: the loop polls through them as that spin would.
- */
-int up__early_arm(struct up_end *e, uint64_t *early_ns)
-{
-	uint64_t now = up__now_ns(), until;
-
-	*early_ns = 0;
-	if (!e->waker->ops->arm_now)
-		return 0;
-	if (e->early_until == 0) {
-		if (e->early_skip == 0 && e->early_hits >= UP_EARLY_HITS &&
-		    e->early_gap <= UP_SPIN_MAX_NS) {
-			e->early_wake = now;
-			until = e->early_seen + e->early_gap + early_lead(e->early_gap);
-		} else {
-			e->early_wake = early_due(e, now, &until);
-		}
-		if (e->early_wake == 0)
-			return 0;
-		e->early_until = until;
-	}
-	if (now >= e->early_until) {
-		up__count(&e->c.early_spin_ns, e->early_until - e->early_wake);
-		e->early_until = 0;
-		early_miss(e);
-		return 0;
-	}
-	if (now >= e->early_wake) {
-		sched_yield();
-		up__count(&e->c.syscalls, 1);
-		return 1;
-	}
-	*early_ns = e->early_wake - now;
-	return 0;
-}
-
-/* Poll mode: a reader's arm is let go (a data call, or the next arm), or an
- * arm found data. If data is here, its wait ended now: learn, and settle
- * the plan. A catch is data found in the window by a look while not
- * announced (@quiet): data found on letting an announced arm go may have
- * cost its writer a wake. */
-void up__early_disarmed(struct up_end *e, bool quiet)
-{
-	uint64_t now;
-
-	if (!e->early_polling || up__rd_ready(e) <= 0)
-		return;
-	e->early_polling = false;
-	now = up__now_ns();
-	if (e->early_until != 0 && now >= e->early_wake) {
-		if (quiet)
-			up__count(&e->c.early, 1);
-		up__count(&e->c.early_spin_ns, now - e->early_wake);
-		e->early_misses = 0;
-		early_note(e, now, !quiet);
-	} else {
-		early_note(e, now, true);
-	}
-	e->early_until = 0;
 }
 
 /* The sleep until the peers' locks are next due to be asked (one slice
@@ -476,12 +316,12 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		   uint32_t peer_role)
 {
 	bool data = wl == &e->p->ln->rd_wait;
-	uint64_t until = 0, early = data ? early_due(e, up__now_ns(), &until) : 0;
+	uint64_t until = 0, early = data ? up__early_due(e, up__now_ns(), &until) : 0;
 	int r = spin_for(e, wl, ready);
 
 	if (r != 0) {
 		if (r > 0 && data)
-			early_note(e, up__now_ns(), false);
+			up__early_note(e, up__now_ns(), false);
 		return r < 0 ? r : 0;
 	}
 	/*
@@ -542,8 +382,10 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 			up__count(&e->c.syscalls, sc);
 			/* Our early wake, not a slice's end (nor a shorter
 			 * bound's: a timer never ends before its time). */
-			if (r == -ETIMEDOUT && early != 0 && up__now_ns() >= early)
+			if (r == -ETIMEDOUT && early != 0 && up__now_ns() >= early) {
+				up__early_lateness(e, up__now_ns() - early);
 				r = -EALREADY;
+			}
 			else if (r == -ETIMEDOUT)
 				up__count(&e->c.timeouts, 1);
 			/* Up again: let the next progress wake another sleeper
@@ -592,11 +434,11 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 			r = early_spin(e, wl, ready, until);
 			early = 0;
 			if (r > 0) {
-				early_note(e, up__now_ns(), false);
+				up__early_note(e, up__now_ns(), false);
 				return 0;
 			}
 		} else if (r > 0 && data) {
-			early_note(e, up__now_ns(), early == 0);
+			up__early_note(e, up__now_ns(), early == 0);
 		}
 		early = 0;
 		if (r < 0 && wl == &e->p->ln->rd_wait)

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * early.c - the early wake's learning and planning (docs/DESIGN.md,
+ * section 5, "The early wake"): when a reader's waits for data end, the
+ * gap between them, and when its next wait should be up before the data.
+ * wait.c sleeps and spins by these plans; poll.c opens the window of a
+ * UP_EARLY_POLL reader's event loop by them.
+ */
+#include <sched.h>
+
+#include "ring.h"
+
+/*
+ * The early wake. A reader whose data comes at a regular gap longer than
+ * any spin sleeps until a lead before the next is due, then spins for it:
+ * the writer, finding no sleeper, makes no wake, and the reader's core is
+ * already up when the data comes rather than woken by it. What must stay
+ * true:
+ * - the early sleep is an ordinary announced sleep with a shorter slice,
+ *   so data that comes sooner wakes it as any other; the spin after it is
+ *   unannounced and re-checks, so the handshake is the one wait.c has;
+ * - the spin is bounded (three leads at most) and made only after
+ *   UP_EARLY_HITS gaps in a row agreed; one that runs out unlearns the gap
+ *   and lets the next 2^misses waits pass, so traffic that is not regular
+ *   pays a spin on a vanishing share of its waits.
+ */
+#define UP_EARLY_HITS 2u
+#define UP_EARLY_SKIP_SHIFT_MAX 10u
+/* Shorter early sleeps are not worth their system call: spin instead. */
+#define UP_EARLY_SLEEP_MIN_NS 20000u
+
+/* The lateness assumed before any is seen, and the most that is learnt:
+ * a sleep that ends later than that was preempted, not a timer's. */
+#define UP_EARLY_LAT_INIT_NS 30000u
+#define UP_EARLY_LAT_MAX_NS  150000u
+/* Over the learnt lateness, for the spread of the next one. */
+#define UP_EARLY_MARGIN_NS   5000u
+
+/* How far apart two gaps may be and still agree, and how long a spin
+ * waits past the due time: the writer's own jitter. */
+static uint64_t early_window(uint32_t gap)
+{
+	uint64_t l = gap / 8;
+
+	return l < UP_EARLY_WINDOW_MIN_NS ? UP_EARLY_WINDOW_MIN_NS
+	       : l > UP_EARLY_WINDOW_MAX_NS ? UP_EARLY_WINDOW_MAX_NS : l;
+}
+
+/* How long before the due time a timed sleep should end: how late such
+ * sleeps have ended here (an idle vCPU's wake on a VM: 25-30 us; a few on
+ * bare metal), a quarter more, and a margin. */
+static uint64_t early_lead(const struct up_end *e)
+{
+	uint64_t lat = e->early_lat ? e->early_lat : UP_EARLY_LAT_INIT_NS;
+
+	return lat + lat / 4 + UP_EARLY_MARGIN_NS;
+}
+
+/* A timed early sleep ended @late_ns after its time: learn it, up at once
+ * (the lead must cover the late ones) and down by a sixteenth a sleep. */
+void up__early_lateness(struct up_end *e, uint64_t late_ns)
+{
+	if (late_ns > UP_EARLY_LAT_MAX_NS)
+		late_ns = UP_EARLY_LAT_MAX_NS;
+	if (late_ns >= e->early_lat)
+		e->early_lat = (uint32_t)late_ns;
+	else
+		e->early_lat -= (uint32_t)((e->early_lat - late_ns) / 16);
+}
+
+/* A wait for data ended with data at @now, seen by a spin (on time) or
+ * after a wake (@late): learn the gap between such ends. */
+void up__early_note(struct up_end *e, uint64_t now, bool late)
+{
+	uint64_t d = now - e->early_seen;
+
+	if (e->early_seen == 0 || d >= UP_EARLY_GAP_MAX_NS) {
+		e->early_gap = 0;
+		e->early_hits = 0;
+	} else if (e->early_gap != 0 &&
+		   (d > e->early_gap ? d - e->early_gap : e->early_gap - d) <= early_window(e->early_gap)) {
+		/* Follow a drifting gap by a quarter of each difference. */
+		e->early_gap = (uint32_t)(d > e->early_gap ? e->early_gap + (d - e->early_gap) / 4
+						       : e->early_gap - (e->early_gap - d) / 4);
+		if (e->early_hits < UINT8_MAX)
+			e->early_hits++;
+	} else {
+		e->early_gap = (uint32_t)d;
+		e->early_hits = 0;
+	}
+	e->early_seen = now;
+	e->early_late = late;
+}
+
+/* When a wait for data that begins at @now should end its first sleep (0:
+ * sleep as usual), and in *@until when the spin after it gives up. After
+ * a late end the data came up to a wake's latency before it: wake a
+ * window earlier; a backend whose sleeps overrun by the timer slack, that
+ * much earlier again. */
+uint64_t up__early_due(struct up_end *e, uint64_t now, uint64_t *until)
+{
+	uint64_t win, due, wake;
+
+	if (e->early_skip != 0) {
+		e->early_skip--;
+		return 0;
+	}
+	/* Gaps that short are the spin's (wait.c, spin_learn()). */
+	if (e->early_hits < UP_EARLY_HITS || e->early_gap <= UP_SPIN_MAX_NS)
+		return 0;
+	win = early_window(e->early_gap);
+	due = e->early_seen + e->early_gap;
+	wake = due - early_lead(e) - (e->early_late ? win : 0);
+	if (e->waker->ops->slack)
+		wake -= up__timer_slack_ns();
+	if (wake < now + e->spin_ns + UP_EARLY_SLEEP_MIN_NS)
+		return 0;
+	*until = due + win;
+	return wake;
+}
+
+/* An early wake ran out before the data: unlearn the gap, and let the
+ * next 2^misses waits pass without one. */
+void up__early_miss(struct up_end *e)
+{
+	up__count(&e->c.early_misses, 1);
+	e->early_gap = 0;
+	e->early_hits = 0;
+	e->early_skip = (uint16_t)(1u << e->early_misses);
+	if (e->early_misses < UP_EARLY_SKIP_SHIFT_MAX)
+		e->early_misses++;
+}
+
+/*
+ * Poll mode: the caller's event loop sleeps, not us. Before an arm of a
+ * reader: 1 when the end is in its early window (the caller should make
+ * the fd readable at once, unannounced, so that its loop polls through
+ * the window: the loop is never held, only woken again), else 0 with
+ * *@early_ns the planned early wake from now, or 0 for none. Every call in
+ * the window yields, as the blocking spin does.
+ *
+ * Gaps a blocking reader spins through (up to UP_SPIN_MAX_NS) open the
+ * window at once: the loop polls through them as that spin would.
+ */
+int up__early_arm(struct up_end *e, uint64_t *early_ns)
+{
+	uint64_t now = up__now_ns(), until;
+
+	*early_ns = 0;
+	if (!e->waker->ops->arm_now)
+		return 0;
+	if (e->early_until == 0) {
+		if (e->early_skip == 0 && e->early_hits >= UP_EARLY_HITS &&
+		    e->early_gap <= UP_SPIN_MAX_NS) {
+			e->early_wake = now;
+			e->early_timed = false;
+			until = e->early_seen + e->early_gap + early_window(e->early_gap);
+		} else {
+			e->early_wake = up__early_due(e, now, &until);
+			e->early_timed = true;
+		}
+		if (e->early_wake == 0)
+			return 0;
+		e->early_until = until;
+	}
+	if (now >= e->early_until) {
+		up__count(&e->c.early_spin_ns, e->early_until - e->early_wake);
+		e->early_until = 0;
+		up__early_miss(e);
+		return 0;
+	}
+	if (now >= e->early_wake) {
+		/* The first look in the window: as late as the timeout's
+		 * completion reached the loop and the loop the arm. */
+		if (e->early_timed) {
+			up__early_lateness(e, now - e->early_wake);
+			e->early_timed = false;
+		}
+		sched_yield();
+		up__count(&e->c.syscalls, 1);
+		return 1;
+	}
+	*early_ns = e->early_wake - now;
+	return 0;
+}

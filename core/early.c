@@ -99,7 +99,7 @@ void up__early_note(struct up_end *e, uint64_t now, bool late)
  * much earlier again. */
 uint64_t up__early_due(struct up_end *e, uint64_t now, uint64_t *until)
 {
-	uint64_t win, due, wake;
+	uint64_t win, lead, due, wake;
 
 	if (e->early_skip != 0) {
 		e->early_skip--;
@@ -109,13 +109,15 @@ uint64_t up__early_due(struct up_end *e, uint64_t now, uint64_t *until)
 	if (e->early_hits < UP_EARLY_HITS || e->early_gap <= UP_SPIN_MAX_NS)
 		return 0;
 	win = early_window(e->early_gap);
+	lead = early_lead(e);
 	due = e->early_seen + e->early_gap;
-	wake = due - early_lead(e) - (e->early_late ? win : 0);
+	wake = due - lead - (e->early_late ? win : 0);
 	if (e->waker->ops->slack)
 		wake -= up__timer_slack_ns();
 	if (wake < now + e->spin_ns + UP_EARLY_SLEEP_MIN_NS)
 		return 0;
-	*until = due + win;
+	/* A writer paced by its own timer is as late as ours are. */
+	*until = due + (win > lead ? win : lead);
 	return wake;
 }
 

@@ -287,6 +287,40 @@ int up__uw_disarm(struct up__waker *w, uint64_t *syscalls)
 	return peer;
 }
 
+/* The start of an arm: the poll ring made, what an earlier arm left
+ * disarmed and reaped (nothing of it may keep the fd readable), a new
+ * generation, and its first SQE in *@sqe. 0 or -errno. */
+static int pring_begin(struct up__waker *w, uint64_t *syscalls, struct io_uring_sqe **sqe)
+{
+	struct uring_waker *uw = to_uw(w);
+	int stale = 0;
+
+	if (!uw->pring)
+		return -EINVAL;
+	if (uw->parmed)
+		up__uw_disarm(w, syscalls);
+	uw->pinflight = 0;
+	pring_reap(uw, &stale);
+	uw->pgen++;
+	*sqe = io_uring_get_sqe(uw->pring);
+	return *sqe ? 0 : -EBUSY;
+}
+
+/* Submit an arm's SQEs; armed once they are in. 0 or -errno. */
+static int pring_submit(struct uring_waker *uw, uint64_t *syscalls)
+{
+	int r;
+
+	*syscalls += 1;
+	r = io_uring_submit(uw->pring);
+	if (r < 0) {
+		uw->pinflight = 0;
+		return r;
+	}
+	uw->parmed = 1;
+	return 0;
+}
+
 /* The ops' arm: queue a FUTEX_WAIT on @word and a poll per peer pidfd,
  * after disarming what an earlier arm left. */
 int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
@@ -294,23 +328,17 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 {
 	struct uring_waker *uw = to_uw(w);
 	struct io_uring_sqe *sqe;
-	uint64_t gen = ++uw->pgen;
+	uint64_t gen;
 	bool tick;
-	int i, r, stale = 0;
+	int i, r;
 
-	if (!uw->pring)
-		return -EINVAL;
-	if (uw->parmed)
-		up__uw_disarm(w, syscalls);
-	/* Nothing of an earlier arm may keep the fd readable. */
-	uw->pinflight = 0;
-	pring_reap(uw, &stale);
+	r = pring_begin(w, syscalls, &sqe);
+	if (r < 0)
+		return r;
+	gen = uw->pgen;
 	tick = w->blind || npeer == 0 || npeer > UW_SQ_ENTRIES - 3 || w->early_ns != 0;
 	if (npeer > UW_SQ_ENTRIES - 3)
 		npeer = UW_SQ_ENTRIES - 3; /* the tick covers the rest */
-	sqe = io_uring_get_sqe(uw->pring);
-	if (!sqe)
-		return -EBUSY;
 	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAIT, word, expect, UW_TAG(gen, UW_FUTEX));
 	uw->pinflight = 1;
 	/* A peer no pidfd covers (another pid namespace, or one that comes
@@ -345,13 +373,9 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 		sqe->user_data = UW_TAG(gen, UW_POLL);
 		uw->pinflight++;
 	}
-	*syscalls += 1;
-	r = io_uring_submit(uw->pring);
-	if (r < 0) {
-		uw->pinflight = 0;
+	r = pring_submit(uw, syscalls);
+	if (r < 0)
 		return r;
-	}
-	uw->parmed = 1;
 	poke_add(uw, word);
 	return 0;
 }
@@ -363,28 +387,15 @@ int up__uw_arm_now(struct up__waker *w, uint64_t *syscalls)
 {
 	struct uring_waker *uw = to_uw(w);
 	struct io_uring_sqe *sqe;
-	int r, stale = 0;
+	int r;
 
-	if (!uw->pring)
-		return -EINVAL;
-	if (uw->parmed)
-		up__uw_disarm(w, syscalls);
-	uw->pinflight = 0;
-	pring_reap(uw, &stale);
-	sqe = io_uring_get_sqe(uw->pring);
-	if (!sqe)
-		return -EBUSY;
-	io_uring_prep_nop(sqe);
-	sqe->user_data = UW_TAG(++uw->pgen, UW_NOW);
-	uw->pinflight = 1;
-	*syscalls += 1;
-	r = io_uring_submit(uw->pring);
-	if (r < 0) {
-		uw->pinflight = 0;
+	r = pring_begin(w, syscalls, &sqe);
+	if (r < 0)
 		return r;
-	}
-	uw->parmed = 1;
-	return 0;
+	io_uring_prep_nop(sqe);
+	sqe->user_data = UW_TAG(uw->pgen, UW_NOW);
+	uw->pinflight = 1;
+	return pring_submit(uw, syscalls);
 }
 
 /* Tear the poll ring down, if there is one; that cancels anything armed. */

@@ -24,6 +24,17 @@
 
 #define MSG 64u
 #define MAX_MSGS 400u
+/*
+ * A catch is a message the reader was not asleep for, so catches and the
+ * writer's wakes add up to the messages, but for one race: a message
+ * stored after the reader's last look while announced and before it left
+ * the line is woken for (the writer saw it announced) and then caught by
+ * the spin. That takes the store to fall in that gap of a few
+ * instructions: 0 in 300 in the release runs, 1 in 300 once under TSan.
+ * A catch counted for messages that came by a wake (the mutant this
+ * checks for) adds 24-79 in 300.
+ */
+#define BOTH_MAX 6u
 
 struct pacer {
 	struct up_end *w;
@@ -196,8 +207,7 @@ static void regular_gap_caught_early(void)
 	o = run_gaps(gaps, 300, false);
 	report("2 ms, 700 us, 2 ms", 300, &o);
 	CHECK(o.early >= 1);
-	/* A catch is a message the reader was not asleep for. */
-	CHECK(o.wakes + o.early <= 300);
+	CHECK(o.wakes + o.early <= 300 + BOTH_MAX);
 }
 
 /*
@@ -265,7 +275,7 @@ static void poll_regular_caught_early(void)
 	if (o.futex)
 		return; /* no early wake in poll mode there (docs/DESIGN.md) */
 	CHECK(o.early >= 1);
-	CHECK(o.wakes + o.early <= 300);
+	CHECK(o.wakes + o.early <= 300 + BOTH_MAX);
 }
 
 int main(int argc, char **argv)

@@ -167,24 +167,25 @@ struct up_end {
 	struct up__waker *waker;
 	struct up__counters c;
 	uint32_t spin_ns;     /* adaptive spin budget before sleeping */
-	/* Reader: the early wake (wait.c). When its last wait for data
-	 * ended, and whether a wake ended it (so up to a wake's latency
-	 * after the data came); the gap between such ends, learnt, and how
-	 * many in a row agreed with it; waits to let pass after an early
-	 * wake that missed, and such misses in a row. */
-	uint64_t early_seen;
-	bool early_late;
+	/*
+	 * Reader: the early wake (early.c). The gap between the ends of its
+	 * waits for data, learnt; when the last ended, and whether a wake
+	 * ended it (early_late: so up to a wake's latency after the data
+	 * came); poll mode's plan for the wait in progress (0: none): the
+	 * early wake's time and when the window after it closes; how late
+	 * its timed early sleeps end, learnt (0: none yet); waits to let
+	 * pass after an early wake that missed, how many gaps in a row
+	 * agreed, and such misses in a row; whether a poll-mode wait is in
+	 * progress (armed since the data last came), and whether the plan's
+	 * wake is a timeout's (its lateness is learnt then). Ordered by size.
+	 */
 	uint32_t early_gap;
-	uint8_t early_hits, early_misses;
-	uint16_t early_skip;
-	/* How late its timed early sleeps end, learnt (0: none yet). */
-	uint32_t early_lat;
-	/* Poll mode's plan for the wait in progress (0: none): the early
-	 * wake's time, and when the window after it closes; and whether a
-	 * wait is in progress (armed since the data last came). */
+	uint64_t early_seen;
 	uint64_t early_wake, early_until;
-	bool early_polling;
-	bool early_timed;     /* the plan's wake is a timeout's (its lateness is learnt) */
+	uint32_t early_lat;
+	uint16_t early_skip;
+	uint8_t early_hits, early_misses;
+	bool early_late, early_polling, early_timed;
 	int err;              /* deferred error after a partial transfer */
 
 	/* Writer: pages taken from the pool but not yet published (reserve

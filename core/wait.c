@@ -432,7 +432,6 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		 * wait. */
 		if (r == 0 && early != 0) {
 			r = early_spin(e, wl, ready, until);
-			early = 0;
 			if (r > 0) {
 				up__early_note(e, up__now_ns(), false);
 				return 0;

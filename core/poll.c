@@ -101,7 +101,7 @@ int up__ring_poll_arm(struct up_end *e)
 	if (!e->waker->ops->arm)
 		return -EOPNOTSUPP;
 	/* A reader of regular messages that asked for it (UP_EARLY_POLL;
-	 * wait.c, the early wake): in its window the fd turns readable at
+	 * early.c, the early wake): in its window the fd turns readable at
 	 * once, with nothing announced, so that the writer makes no wake and
 	 * the loop looks again; before it, the armed wait ends at the window. */
 	e->waker->early_ns = 0;
@@ -168,7 +168,7 @@ int up__ring_poll_arm(struct up_end *e)
 	e->armed = UP_ARMED_POLL;
 	/* A reader that waits in its event loop: as a sleep, its next read
 	 * hands a freed page off (pagepool.c), and the wait's end is timed
-	 * (wait.c, the early wake). */
+	 * (early.c, the early wake). */
 	if (e->flags & UP_RD) {
 		e->hand_off = true;
 		e->early_polling = (e->flags & UP_EARLY_POLL) != 0;

@@ -79,7 +79,7 @@ struct up__counters {
 	_Atomic uint64_t trims;    /* reader: trim looks that went through the pool */
 	/* Reader: waits that ended in a spin after an early wake, early
 	 * wakes whose spin ran out first, and the ns those spins took
-	 * (wait.c, the early wake). */
+	 * (early.c, the early wake). */
 	_Atomic uint64_t early, early_misses, early_spin_ns;
 };
 

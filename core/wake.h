@@ -107,7 +107,7 @@ struct up__waker {
 	 * UP_WAIT_SLICE_NS or so, for the next call to look (up__peers_blind()). */
 	bool blind;
 	/* Set before an arm (poll.c): the armed wait also ends this many ns
-	 * from now, a planned early wake (wait.c); 0: none. Only where the
+	 * from now, a planned early wake (early.c); 0: none. Only where the
 	 * backend has arm_now. */
 	uint64_t early_ns;
 };

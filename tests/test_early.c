@@ -23,7 +23,6 @@
 #include "up_int.h"
 
 #define MSG 64u
-#define MAX_MSGS 400u
 /*
  * A catch is a message the reader was not asleep for, so catches and the
  * writer's wakes add up to the messages, but for one race: a message

@@ -349,7 +349,7 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	 * so the disarm after a wake has nothing left to cancel and enters
 	 * no kernel. It must come right after the wait to be linked to it. */
 	if (tick) {
-		/* A planned early wake (wait.c) is shorter than a slice and
+		/* A planned early wake (early.c) is shorter than a slice and
 		 * stands for the tick: a peer that died sends nothing, so the
 		 * plan misses and the next arm ticks again. */
 		bool early = w->early_ns != 0 && w->early_ns < UW_TICK_NS;

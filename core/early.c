@@ -95,9 +95,9 @@ void up__early_note(struct up_end *e, uint64_t now, bool late)
 /* When a wait for data that begins at @now should end its first sleep (0:
  * sleep as usual), and in *@until when the spin after it gives up. After
  * a late end the data came up to a wake's latency before it: wake a
- * window earlier; a backend whose sleeps overrun by the timer slack, that
- * much earlier again. */
-uint64_t up__early_due(struct up_end *e, uint64_t now, uint64_t *until)
+ * window earlier; where the sleep overruns by the thread's timer slack
+ * (@slack), that much earlier again. */
+uint64_t up__early_due(struct up_end *e, uint64_t now, bool slack, uint64_t *until)
 {
 	uint64_t win, lead, due, wake;
 
@@ -112,7 +112,7 @@ uint64_t up__early_due(struct up_end *e, uint64_t now, uint64_t *until)
 	lead = early_lead(e);
 	due = e->early_seen + e->early_gap;
 	wake = due - lead - (e->early_late ? win : 0);
-	if (e->waker->ops->slack)
+	if (slack)
 		wake -= up__timer_slack_ns();
 	if (wake < now + e->spin_ns + UP_EARLY_SLEEP_MIN_NS)
 		return 0;
@@ -158,7 +158,10 @@ int up__early_arm(struct up_end *e, uint64_t *early_ns)
 			e->early_timed = false;
 			until = e->early_seen + e->early_gap + early_window(e->early_gap);
 		} else {
-			e->early_wake = up__early_due(e, now, &until);
+			/* The arm's timed end is the backend's own: an
+			 * io_uring timeout, or the futex helper's wait, whose
+			 * thread asks for no slack (pollfd_futex.c). */
+			e->early_wake = up__early_due(e, now, false, &until);
 			e->early_timed = true;
 		}
 		if (e->early_wake == 0)

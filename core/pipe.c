@@ -149,12 +149,14 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 
 	if (!p || !out)
 		return -EINVAL;
-	if (flags & ~(UP_RD | UP_WR | UP_NONBLOCK | UP_EARLY_POLL))
+	if (flags & ~(UP_RD | UP_WR | UP_NONBLOCK | UP_EARLY_POLL | UP_NO_EARLY))
 		return -EINVAL;
 	dir = flags & (UP_RD | UP_WR);
 	if (dir != UP_RD && dir != UP_WR)
 		return -EINVAL;
-	if ((flags & UP_EARLY_POLL) && dir != UP_RD)
+	if ((flags & (UP_EARLY_POLL | UP_NO_EARLY)) && dir != UP_RD)
+		return -EINVAL;
+	if ((flags & UP_EARLY_POLL) && (flags & UP_NO_EARLY))
 		return -EINVAL;
 	if (p->unmapped)
 		return -EIO; /* a fork child that could not map it again (live.c) */

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,7 +67,9 @@
 #define PF_TICK_GRID       (UP_WAIT_SLICE_NS / 2)
 
 enum { PF_IDLE, PF_PENDING, PF_FIRED };
-enum { PF_WHY_WORD, PF_WHY_TICK, PF_WHY_ERR };
+/* What fired an end: its word, a tick (look for dead peers), an error,
+ * or its planned early wake. */
+enum { PF_WHY_WORD, PF_WHY_TICK, PF_WHY_ERR, PF_WHY_EARLY };
 
 /* One word some armed ends wait on: one entry of a helper's vector. */
 struct pf_watch {
@@ -185,13 +188,19 @@ static int build(struct up__pf_helper *h, uint64_t now)
 		 * pending end lives, so its word is mapped. */
 		cur = w->ends ? atomic_load_explicit(w->word, memory_order_relaxed) : 0;
 		for (pe = w->ends; pe; pe = next) {
+			uint64_t due = pe->tick ? pe->tick_at : 0;
+
 			next = pe->next;
+			if (pe->early_at && (!due || pe->early_at < due))
+				due = pe->early_at;
 			if (pe->expect != cur)
 				fire(pe, PF_WHY_WORD);
 			else if (pe->tick && pe->tick_at <= now)
 				fire(pe, PF_WHY_TICK);
-			else if (pe->tick && (!h->timeout_at || pe->tick_at < h->timeout_at))
-				h->timeout_at = pe->tick_at;
+			else if (pe->early_at && pe->early_at <= now)
+				fire(pe, PF_WHY_EARLY);
+			else if (due && (!h->timeout_at || due < h->timeout_at))
+				h->timeout_at = due;
 		}
 		if (!w->ends) {
 			w->word = NULL;
@@ -226,6 +235,9 @@ static void *helper_main(void *arg)
 	long r;
 	int n;
 
+	/* An early wake is timed by this thread's wait: with the default
+	 * slack of 50 us it would end up to that much late. */
+	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 	pthread_mutex_lock(&reg.mu);
 	for (;;) {
 		uint64_t at;
@@ -393,7 +405,7 @@ int up__pf_disarm(struct up__pf_end *pe, uint64_t *syscalls)
 	if (state == PF_FIRED || peer_fired) {
 		*syscalls += 1;
 		(void)!read(pe->efd, &junk, sizeof(junk));
-		if (peer_fired || why != PF_WHY_WORD)
+		if (peer_fired || why == PF_WHY_TICK || why == PF_WHY_ERR)
 			peer = 1;
 	}
 	if (up__pw_dead(&pe->pw, syscalls))
@@ -402,8 +414,9 @@ int up__pf_disarm(struct up__pf_end *pe, uint64_t *syscalls)
 }
 
 int up__pf_arm(struct up__pf_end *pe, _Atomic uint32_t *word, uint32_t expect,
-	       const int *pidfds, int npeer, bool tick, uint64_t *syscalls)
+	       const int *pidfds, int npeer, bool tick, uint64_t early_ns, uint64_t *syscalls)
 {
+	uint64_t now;
 	struct up__pf_helper *h;
 	bool need_kick;
 	int r, wi;
@@ -429,9 +442,11 @@ int up__pf_arm(struct up__pf_end *pe, _Atomic uint32_t *word, uint32_t expect,
 	pe->gen = reg.gen;
 	pe->expect = expect;
 	pe->tick = tick;
+	now = up__now_ns();
 	/* On a grid of half slices, so that the ticks of the blind ends of a
 	 * helper come in few rounds: half a slice to a slice away. */
-	pe->tick_at = tick ? ((up__now_ns() + PF_TICK_GRID) / PF_TICK_GRID + 1) * PF_TICK_GRID : 0;
+	pe->tick_at = tick ? ((now + PF_TICK_GRID) / PF_TICK_GRID + 1) * PF_TICK_GRID : 0;
+	pe->early_at = early_ns ? now + early_ns : 0;
 	pe->state = PF_PENDING;
 	pe->prev = NULL;
 	pe->next = h->w[wi].ends;
@@ -441,14 +456,42 @@ int up__pf_arm(struct up__pf_end *pe, _Atomic uint32_t *word, uint32_t expect,
 	/* A helper queued on the word wakes for us too, whatever value it
 	 * queued with: one that differs from ours is an older one, which came
 	 * with a wake of its own (or futex_waitv returns at once), and the
-	 * rebuild that follows queues ours. A tick earlier than its timeout,
-	 * or a word it does not wait on yet, needs a new wait. */
+	 * rebuild that follows queues ours. A tick or an early wake earlier
+	 * than its timeout, or a word it does not wait on yet, needs a new
+	 * wait. */
 	need_kick = !h->w[wi].active ||
-		    (tick && (!h->timeout_at || pe->tick_at < h->timeout_at));
+		    (tick && (!h->timeout_at || pe->tick_at < h->timeout_at)) ||
+		    (pe->early_at && (!h->timeout_at || pe->early_at < h->timeout_at));
 	pthread_mutex_unlock(&reg.mu);
 	if (need_kick) {
 		*syscalls += 1;
 		kick(h);
+	}
+	return 0;
+}
+
+int up__pf_arm_now(struct up__pf_end *pe, uint64_t *syscalls)
+{
+	uint64_t one = 1;
+
+	if (pe->efd < 0)
+		return have_waitv(syscalls) ? -EINVAL : -EOPNOTSUPP;
+	if (pe->armed)
+		up__pf_disarm(pe, syscalls);
+	/* Fired as a helper fires an end, but on no watch: the disarm reads
+	 * the fd back and takes it for no peer's death. */
+	pthread_mutex_lock(&reg.mu);
+	pe->gen = reg.gen;
+	pe->state = PF_FIRED;
+	pe->why = PF_WHY_EARLY;
+	pthread_mutex_unlock(&reg.mu);
+	pe->armed = true;
+	*syscalls += 1;
+	if (write(pe->efd, &one, sizeof(one)) < 0) {
+		int err = -errno;
+
+		up__pf_disarm(pe, syscalls);
+		return err;
 	}
 	return 0;
 }

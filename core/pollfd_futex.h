@@ -36,6 +36,7 @@ struct up__pf_end {
 	uint32_t expect;
 	bool tick;        /* blind: readable every UP_WAIT_SLICE_NS while armed */
 	uint64_t tick_at;
+	uint64_t early_at; /* readable then, a planned early wake (early.c); 0: none */
 	struct up__pw_end pw; /* the peers' pidfds, while armed */
 };
 
@@ -44,9 +45,13 @@ void up__pf_init(struct up__pf_end *pe);
 /* The fd (made once), -EOPNOTSUPP without futex_waitv(2), or -errno. */
 int up__pf_pollfd(struct up__pf_end *pe, uint64_t *syscalls);
 /* Register a wait for *word != expect (or a wake on it), with the peers'
- * pidfds; @tick: no pidfd covers every peer. 0 or -errno. */
+ * pidfds; @tick: no pidfd covers every peer; @early_ns: the wait also ends
+ * that long from now (0: no such end). 0 or -errno. */
 int up__pf_arm(struct up__pf_end *pe, _Atomic uint32_t *word, uint32_t expect,
-	       const int *pidfds, int npeer, bool tick, uint64_t *syscalls);
+	       const int *pidfds, int npeer, bool tick, uint64_t early_ns, uint64_t *syscalls);
+/* Make the fd readable now, nothing registered (a reader's early window,
+ * poll.c); the disarm resets it. 0 or -errno. */
+int up__pf_arm_now(struct up__pf_end *pe, uint64_t *syscalls);
 /* Unregister; no helper waits on the word for this end once it returns. 1
  * when a pidfd or a tick fired (look for dead peers), else 0. */
 int up__pf_disarm(struct up__pf_end *pe, uint64_t *syscalls);

@@ -181,7 +181,7 @@ void up__nofence_mark(struct up_end *e);
 int up__wr_ready(struct up_end *w);
 /* early.c: the early wake's learning and planning. */
 void up__early_note(struct up_end *e, uint64_t now, bool late);
-uint64_t up__early_due(struct up_end *e, uint64_t now, uint64_t *until);
+uint64_t up__early_due(struct up_end *e, uint64_t now, bool slack, uint64_t *until);
 void up__early_miss(struct up_end *e);
 void up__early_lateness(struct up_end *e, uint64_t late_ns);
 int up__early_arm(struct up_end *e, uint64_t *early_ns);

@@ -316,7 +316,10 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		   uint32_t peer_role)
 {
 	bool data = wl == &e->p->ln->rd_wait;
-	uint64_t until = 0, early = data ? up__early_due(e, up__now_ns(), &until) : 0;
+	uint64_t until = 0,
+		 early = data && !(e->flags & UP_NO_EARLY)
+				 ? up__early_due(e, up__now_ns(), e->waker->ops->slack, &until)
+				 : 0;
 	int r = spin_for(e, wl, ready);
 
 	if (r != 0) {

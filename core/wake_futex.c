@@ -99,7 +99,12 @@ static int futex_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expec
 	struct futex_waker *fw = (struct futex_waker *)(void *)w;
 
 	return up__pf_arm(&fw->pf, word, expect, peer_pidfds, npeer, fw->base.blind || npeer == 0,
-			  syscalls);
+			  fw->base.early_ns, syscalls);
+}
+
+static int futex_arm_now(struct up__waker *w, uint64_t *syscalls)
+{
+	return up__pf_arm_now(&((struct futex_waker *)(void *)w)->pf, syscalls);
 }
 
 static int futex_disarm(struct up__waker *w, uint64_t *syscalls)
@@ -116,6 +121,7 @@ static const struct up__wake_ops futex_ops = {
 	.pollfd = futex_pollfd,
 	.arm = futex_arm,
 	.disarm = futex_disarm,
+	.arm_now = futex_arm_now,
 };
 
 struct up__waker *up__waker_futex_new(void)

@@ -150,15 +150,21 @@ UP_API void up_pipe_release(struct up_pipe *p);
  * announced, so the event loop polls through the window and the writer
  * makes no wake: reading within microseconds of the write instead of a
  * wake's latency, for the window's CPU (the loop's rounds). Such readiness
- * comes without data by design; a window that runs out backs off. The
- * io_uring backend; elsewhere the flag is accepted and does nothing. A
- * blocking reader does the same by default (it holds no loop). */
+ * comes without data by design; a window that runs out backs off. Both
+ * wake backends. A blocking reader does the same by default (it holds no
+ * loop). */
 #define UP_EARLY_POLL 0x10
+/* Since 0.2, readers only: no early wake. A blocking reader that finds its
+ * data coming at a steady gap sleeps until the writer wakes it, as a
+ * pipe(7) reader does, instead of waking a little ahead and spinning for
+ * the message (a fifth of a core at a 200 us gap, for microseconds of
+ * latency where a wake costs tens). Not with UP_EARLY_POLL. */
+#define UP_NO_EARLY 0x20
 
 /*
  * up_open - open a reader (UP_RD) or a writer (UP_WR) endpoint on @p,
- * optionally UP_NONBLOCK, and a reader UP_EARLY_POLL. Exactly one of
- * UP_RD/UP_WR.
+ * optionally UP_NONBLOCK, and a reader UP_EARLY_POLL or UP_NO_EARLY.
+ * Exactly one of UP_RD/UP_WR.
  * Returns 0 and *out, -EINVAL (bad flags), -EMFILE (endpoint table of the
  * segment full), -EPROTO (pipe broken), -ENOMEM.
  * Any thread; never waits for the pipe or its peers. A process's first

@@ -96,7 +96,8 @@ static void einval_open_flags(void)
 {
 	static const int bad[] = { 0, UP_RD | UP_WR, UP_RD | UP_WR | UP_NONBLOCK, UP_NONBLOCK,
 				   0x8, UP_RD | 0x8, UP_WR | 0x100, UP_RD | (int)0x40000000,
-				   UP_EARLY_POLL, UP_WR | UP_EARLY_POLL, -1 };
+				   UP_EARLY_POLL, UP_WR | UP_EARLY_POLL, UP_WR | UP_NO_EARLY,
+				   UP_RD | UP_EARLY_POLL | UP_NO_EARLY, -1 };
 	struct up_pipe *p = mk_pipe(0, 0);
 	struct up_stats st;
 	size_t i;

@@ -55,6 +55,8 @@ static void usage(FILE *f)
 "  --gap LIST       --sparse gaps in us, comma separated (default 50,200,1000)\n"
 "  --early-poll     --sparse: uringpipe's epoll readers open with UP_EARLY_POLL\n"
 "                   (the fd turns readable ahead of regular data)\n"
+"  --no-early       --sparse: uringpipe's blocking readers open with\n"
+"                   UP_NO_EARLY (they sleep until woken, as a pipe's do)\n"
 "  --capacity N     pipe capacity for both transports (default 1M);\n"
 "                   the kernel pipe gets F_SETPIPE_SZ\n"
 "  --bytes N        bytes per run for every size and transport (default:\n"
@@ -200,7 +202,7 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 {
 	enum { O_SIZES = 256, O_CAP, O_BYTES, O_REPEAT, O_WRITERS, O_READERS,
 	       O_JSON, O_SEED, O_LAT, O_TIME, O_TIMEOUT, O_SWEEP, O_PRESSURE, O_REPORT, O_PROCS,
-	       O_READ_SIZE, O_VS, O_SPARSE, O_GAP, O_EARLY_POLL };
+	       O_READ_SIZE, O_VS, O_SPARSE, O_GAP, O_EARLY_POLL, O_NO_EARLY };
 	const char *read_size = NULL;
 	static const struct option lo[] = {
 		{"sizes", required_argument, NULL, O_SIZES},
@@ -223,6 +225,7 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 		{"sparse", no_argument, NULL, O_SPARSE},
 		{"gap", required_argument, NULL, O_GAP},
 		{"early-poll", no_argument, NULL, O_EARLY_POLL},
+		{"no-early", no_argument, NULL, O_NO_EARLY},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -321,6 +324,9 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 		case O_EARLY_POLL:
 			o->early_poll = true;
 			break;
+		case O_NO_EARLY:
+			o->no_early = true;
+			break;
 		case 'v':
 			o->verbose = true;
 			break;
@@ -355,6 +361,8 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 		bad_usage("--sparse draws no --report chart");
 	if (o->early_poll && !o->sparse)
 		bad_usage("--early-poll is for --sparse's epoll readers");
+	if (o->no_early && !o->sparse)
+		bad_usage("--no-early is for --sparse's blocking readers");
 	if (o->bytes && o->bytes < o->writers)
 		bad_usage("--bytes: %" PRIu64 " is less than one byte per writer", o->bytes);
 }

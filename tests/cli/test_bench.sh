@@ -180,7 +180,8 @@ else
 	sed 's/^/    /' "$T/sp3"
 fi
 # The sparse JSON of $1: every transport and reader at gap 150 us, ratios
-# and the reader's CPU share per round; early_poll set when $2 is given.
+# and the reader's CPU share per round; early_poll set when $2 is "early",
+# no_early when it is "no-early".
 check_sparse_json() {
 	python3 - "$@" <<'PY'
 import json, sys
@@ -190,7 +191,8 @@ res = d["gaps"][0]["results"]
 assert {(r["transport"], r["reader"]) for r in res} == {
     (t, k) for t in ("kernel", "uringpipe", "uringpipe_zc") for k in ("blocking", "epoll")}
 k = {r["reader"]: r for r in res if r["transport"] == "kernel"}
-assert d["early_poll"] is (len(sys.argv) > 2)
+mode = sys.argv[2] if len(sys.argv) > 2 else ""
+assert d["early_poll"] is (mode == "early") and d["no_early"] is (mode == "no-early")
 for r in res:
     assert len(r["p50_runs"]) == 2 and 0 < r["p50_us"] <= r["p99_us"] <= r["max_us"], r
     assert len(r["reader_cpu_runs"]) == 2 and all(0 <= c <= 1.01 for c in r["reader_cpu_runs"]), r
@@ -209,6 +211,11 @@ if have_python; then
 	expect_eq "bench --sparse --early-poll --json: exit" "$?" 0
 	check_sparse_json "$T/spe" early
 	expect_eq "bench --sparse --early-poll --json: the same cells, early_poll set" "$?" 0
+	"$CAT" --bench --sparse --no-early --gap 150 --time 0.02 --repeat 2 --json >"$T/spn" \
+		2>"$T/err"
+	expect_eq "bench --sparse --no-early --json: exit" "$?" 0
+	check_sparse_json "$T/spn" no-early
+	expect_eq "bench --sparse --no-early --json: the same cells, no_early set" "$?" 0
 fi
 
 # --- usage errors: exit 2 and one line (the message and where the help is).
@@ -226,6 +233,7 @@ bad1 --read-size 2M
 bad1 --read-size lots
 bad1 --gap 0 --sparse
 bad1 --early-poll
+bad1 --no-early
 bad1 --sizes 4Q
 
 # --memory-pressure with a PATH that has no stress-ng.

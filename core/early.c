@@ -57,9 +57,17 @@ static uint64_t early_lead(const struct up_end *e)
 }
 
 /* A timed early sleep ended @late_ns after its time: learn it, up at once
- * (the lead must cover the late ones) and down by a sixteenth a sleep. */
-void up__early_lateness(struct up_end *e, uint64_t late_ns)
+ * (the lead must cover the late ones) and down by a sixteenth a sleep.
+ * Where the sleep overran by the thread's timer slack (@slack), that is
+ * not learnt: up__early_due() plans it in apart, and a lead that held it
+ * too would take it off twice, leaving a 200 us gap no room to sleep. */
+void up__early_lateness(struct up_end *e, uint64_t late_ns, bool slack)
 {
+	if (slack) {
+		uint64_t s = up__timer_slack_ns();
+
+		late_ns = late_ns > s ? late_ns - s : 0;
+	}
 	if (late_ns > UP_EARLY_LAT_MAX_NS)
 		late_ns = UP_EARLY_LAT_MAX_NS;
 	if (late_ns >= e->early_lat)
@@ -178,7 +186,7 @@ int up__early_arm(struct up_end *e, uint64_t *early_ns)
 		/* The first look in the window: as late as the timeout's
 		 * completion reached the loop and the loop the arm. */
 		if (e->early_timed) {
-			up__early_lateness(e, now - e->early_wake);
+			up__early_lateness(e, now - e->early_wake, false);
 			e->early_timed = false;
 		}
 		sched_yield();

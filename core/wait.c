@@ -386,7 +386,7 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 			/* Our early wake, not a slice's end (nor a shorter
 			 * bound's: a timer never ends before its time). */
 			if (r == -ETIMEDOUT && early != 0 && up__now_ns() >= early) {
-				up__early_lateness(e, up__now_ns() - early);
+				up__early_lateness(e, up__now_ns() - early, e->waker->ops->slack);
 				r = -EALREADY;
 			}
 			else if (r == -ETIMEDOUT)

@@ -99,6 +99,9 @@ struct bench_machine {
 	char pinning[96];
 	char date[32];     /* UTC, ISO 8601, when the bench started */
 	char command[1024]; /* argv, shell-quoted, "--bench" first */
+	/* Trace events enabled in the kernel's tracefs (set_event), space
+	 * separated; "" when none or unreadable. */
+	char trace_events[256];
 };
 
 /* What the machine and the library turned out to be, found once at start. */

@@ -167,6 +167,8 @@ static void json_machine(const struct bench_machine *m)
 	json_str(m->date);
 	printf(",\"command\":");
 	json_str(m->command);
+	printf(",\"trace_events\":");
+	json_str(m->trace_events);
 	printf("}");
 }
 
@@ -270,6 +272,10 @@ void bench_print_header(const struct opts *o, const struct env *env)
 	       "  kernel: %s\n  pinning: %s\n", env->mach.cpu, env->mach.cores,
 	       env->mach.backend, env->mach.date, env->mach.kernel, env->mach.pinning);
 	print_wrapped("  command: ", env->mach.command);
+	if (env->mach.trace_events[0])
+		print_wrapped("  warning: trace events enabled (every system call or switch pays"
+			      " for them, the kernel transports most): ",
+			      env->mach.trace_events);
 	if (o->processes)
 		printf("  processes: every writer and reader is a process of its own, forked before"
 		       " the run's pipe exists; uringpipe met by name (up_listen/up_connect),"

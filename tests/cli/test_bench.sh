@@ -218,6 +218,29 @@ if have_python; then
 	expect_eq "bench --sparse --no-early --json: the same cells, no_early set" "$?" 0
 fi
 
+# Trace events left enabled slow every system call, the kernel transports'
+# most: the header warns and the JSON lists them. As root, with an event
+# that fires only on an OOM kill enabled for the run, and taken off after.
+SE=/sys/kernel/tracing/set_event
+if [ "$(id -u)" = 0 ] && [ -w "$SE" ] && ! grep -qx 'oom:mark_victim' "$SE" &&
+	echo 'oom:mark_victim' >>"$SE" 2>/dev/null; then
+	trap 'echo "!oom:mark_victim" >>"$SE"; rm -rf "$T"' EXIT
+	"$CAT" --bench --sizes 4K --bytes 4M --repeat 1 >"$T/tr" 2>"$T/err"
+	expect_eq "bench with a trace event: exit" "$?" 0
+	expect_grep "bench with a trace event: warns" "warning: trace events enabled" "$T/tr"
+	expect_grep "bench with a trace event: names it" "oom:mark_victim" "$T/tr"
+	"$CAT" --bench --sizes 4K --bytes 4M --repeat 1 --json >"$T/trj" 2>"$T/err"
+	expect_grep "bench --json with a trace event: lists it" \
+		'"trace_events":"[^"]*oom:mark_victim' "$T/trj"
+	echo '!oom:mark_victim' >>"$SE"
+	trap 'rm -rf "$T"' EXIT
+	"$CAT" --bench --sizes 4K --bytes 4M --repeat 1 >"$T/tr" 2>"$T/err"
+	expect_eq "bench after the event is off: names it no more" \
+		"$(grep -c 'oom:mark_victim' "$T/tr")" 0
+else
+	echo "skip: the trace-event warning needs root and a writable $SE"
+fi
+
 # --- usage errors: exit 2 and one line (the message and where the help is).
 bad1() {
 	"$CAT" --bench --sizes 4K --bytes 1M --repeat 1 "$@" >/dev/null 2>"$T/err"

@@ -130,6 +130,15 @@ static bool peer_inside(struct up_end *e, struct up_shm_wait *wl, uint64_t now)
 	return atomic_load_explicit(&p->ln->prod.fill_until, memory_order_relaxed) > now;
 }
 
+/* The most an end's spin budget grows to. A UP_NO_EARLY reader keeps the
+ * first budget: it asked to sleep rather than spin through a sparse
+ * stream's gaps, which a budget grown to 100 us would cover (a core held
+ * for a message every 50 us); a stream's chunks come well within it. */
+static uint32_t spin_max(const struct up_end *e)
+{
+	return (e->flags & UP_NO_EARLY) ? UP_SPIN_INIT_NS : UP_SPIN_MAX_NS;
+}
+
 /* Spin for the end's adaptive budget while it holds the line's spin
  * window, and on up to UP_SPIN_INSIDE_NS while the other side is inside a
  * call that ends the wait (peer_inside()); otherwise look once and yield.
@@ -155,7 +164,7 @@ static int spin_for(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struc
 		if (r != 0) {
 			spin_release(wl);
 			/* Spinning paid off: back to a generous budget fast. */
-			e->spin_ns = e->spin_ns * 2 < UP_SPIN_MAX_NS ? e->spin_ns * 2 : UP_SPIN_MAX_NS;
+			e->spin_ns = e->spin_ns * 2 < spin_max(e) ? e->spin_ns * 2 : spin_max(e);
 			return r;
 		}
 		if ((i & 31) == 31) {
@@ -184,9 +193,9 @@ static void spin_learn(struct up_end *e, uint64_t slept)
 {
 	uint64_t want = slept + slept / 4;
 
-	if (slept >= UP_SPIN_MAX_NS || want <= e->spin_ns)
+	if (slept >= spin_max(e) || want <= e->spin_ns)
 		return;
-	e->spin_ns = want < UP_SPIN_MAX_NS ? (uint32_t)want : UP_SPIN_MAX_NS;
+	e->spin_ns = want < spin_max(e) ? (uint32_t)want : spin_max(e);
 }
 
 /* An early wake found nothing yet: spin (unannounced) until @until. 1

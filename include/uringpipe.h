@@ -154,11 +154,13 @@ UP_API void up_pipe_release(struct up_pipe *p);
  * wake backends. A blocking reader does the same by default (it holds no
  * loop). */
 #define UP_EARLY_POLL 0x10
-/* Since 0.2, readers only: no early wake. A blocking reader that finds its
- * data coming at a steady gap sleeps until the writer wakes it, as a
- * pipe(7) reader does, instead of waking a little ahead and spinning for
- * the message (a fifth of a core at a 200 us gap, for microseconds of
- * latency where a wake costs tens). Not with UP_EARLY_POLL. */
+/* Since 0.2, readers only: sleep rather than spin for sparse data. A
+ * blocking reader whose data comes at a steady gap sleeps until the writer
+ * wakes it, as a pipe(7) reader does, instead of waking a little ahead and
+ * spinning for the message (a fifth of a core at a 200 us gap, for
+ * microseconds of latency where a wake costs tens); and its spin before a
+ * sleep stays at the first 20 us, never grown to cover gaps up to 100 us
+ * (a whole core at a 50 us gap). Not with UP_EARLY_POLL. */
 #define UP_NO_EARLY 0x20
 
 /*

@@ -78,6 +78,7 @@ static void *pace(void *arg)
 
 struct early_run {
 	uint64_t early, misses, spin_ns, wakes, waits, ns, spurious;
+	uint32_t budget; /* the reader's spin budget at the end (wait.c) */
 	bool futex; /* the futex(2) backend ran it */
 };
 
@@ -163,6 +164,7 @@ static struct early_run run_gaps_mode(const uint32_t *gaps_us, uint32_t n, bool 
 	out.misses = atomic_load(&r->c.early_misses);
 	out.spin_ns = atomic_load(&r->c.early_spin_ns);
 	out.waits = atomic_load(&r->c.waits);
+	out.budget = r->spin_ns;
 	out.wakes = atomic_load(&pc.w->c.wakes);
 	{
 		struct up_stats st;
@@ -297,6 +299,25 @@ static void no_early_sleeps(void)
 	CHECK(o.wakes >= 90); /* all but the few a spin before the sleep found */
 }
 
+/*
+ * UP_NO_EARLY at a gap the spin before a sleep could cover (40 us): the
+ * budget stays at the first one, so the reader sleeps through the gaps
+ * instead of spinning through them. Without the flag it grows to cover
+ * the sleeps it saw (a quarter over 40 us).
+ */
+static void no_early_keeps_spin_short(void)
+{
+	static uint32_t gaps[400];
+	struct early_run o;
+
+	for (uint32_t i = 0; i < 400; i++)
+		gaps[i] = 40;
+	o = run_gaps_mode(gaps, 400, false, 0, UP_NO_EARLY);
+	printf("# 40 us, UP_NO_EARLY: spin budget %u ns, reader waits %" PRIu64 "\n", o.budget,
+	       o.waits);
+	CHECK(o.budget <= UP_SPIN_INIT_NS);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -306,5 +327,6 @@ int main(int argc, char **argv)
 	RUN(one_cpu_spin_yields);
 	RUN(poll_regular_caught_early);
 	RUN(no_early_sleeps);
+	RUN(no_early_keeps_spin_short);
 	return 0;
 }

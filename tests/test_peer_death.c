@@ -33,6 +33,15 @@
  * even before its parent collects its status (the parent may be the very
  * process that is waiting on the pipe).
  *
+ * writer_dies_paced_*: the victim writer sends a record every 1 ms, a
+ * steady gap the survivor reader learns, so that it wakes early for them
+ * (core/early.c): blocking, it sleeps until just before each and spins; in
+ * poll mode with UP_EARLY_POLL, its fd turns readable ahead of each and
+ * its loop polls through the window, with no peer watched. Killed at any
+ * point of that, the writer's death must still reach it within the bound,
+ * and most reps must have caught records early (else the case proves
+ * nothing about the early paths).
+ *
  * dies_mid_reserve: a writer process holding reserved, uncommitted pages is
  * killed; the survivors must keep streaming and see end of stream once their
  * own writer closes. The pages the dead writer held are measured (how much
@@ -111,6 +120,9 @@ struct surv {
 static bool g_ns;     /* the victim runs in a pid namespace of its own */
 static bool g_nb;     /* the survivor is UP_NONBLOCK and retries */
 static bool g_poll;   /* ... and retries when its pollfd turns readable */
+static bool g_early;  /* the survivor reader opens with UP_EARLY_POLL */
+static bool g_vpaced; /* the victim writer sends a record every VPACE_NS */
+#define VPACE_NS 1000000ull
 /* The earliest an armed end's tick comes after its arm: the futex
  * backend's ticks are on a grid of half a 50 ms slice, one step at least
  * after the arm (pollfd_futex.c); the io_uring one's a whole slice. */
@@ -127,6 +139,7 @@ static int g_reps = 20;
 static const char *g_backend = "?";
 static uint64_t g_max_lat_all;
 static int g_sliced; /* reps of the case whose survivor saw the death by its slice */
+static int g_caught; /* reps of the case whose survivor caught a record early */
 static bool g_inotify = true; /* this process may have an inotify instance and watch */
 
 /* ---- records ---- */
@@ -185,14 +198,18 @@ static HARNESS_NORETURN void victim_block(void)
 		pause(); /* until SIGKILL */
 }
 
-static HARNESS_NORETURN void victim_writer(int fd, uint64_t nrec, bool stream)
+static HARNESS_NORETURN void victim_writer(int fd, uint64_t nrec, bool stream, bool paced)
 {
 	struct up_pipe *q = NULL;
 	struct up_end *w = NULL;
 	static uint8_t buf[4096];
-	uint64_t seq;
+	uint64_t seq, dl = 0;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
+	/* Paced: the deadlines to the µs (the default slack is 50 us, as
+	 * wide as the early wake's window); the workload's pace, not a sync. */
+	if (paced)
+		prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 	harness_watchdog(60);
 	CHECK_OK(up_pipe_attach(fd, &q));
 	CHECK_OK(up_open(q, UP_WR, &w));
@@ -200,6 +217,15 @@ static HARNESS_NORETURN void victim_writer(int fd, uint64_t nrec, bool stream)
 	for (seq = 0; stream || seq < nrec; seq++) {
 		size_t n = rec_make(buf, seq);
 
+		if (paced) {
+			struct timespec ts;
+
+			dl = dl ? dl + VPACE_NS : harness_now_ns();
+			ts.tv_sec = (time_t)(dl / 1000000000u);
+			ts.tv_nsec = (long)(dl % 1000000000u);
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+				;
+		}
 		CHECK_EQ(up_write(w, buf, n), (ssize_t)n);
 		atomic_store_explicit(&g_sh->published, seq + 1, memory_order_seq_cst);
 	}
@@ -264,7 +290,7 @@ static HARNESS_NORETURN void victim_reserver(int fd)
 /* In the forked child: become victim @role ('w', 'r' or 'v') of @p. */
 static HARNESS_NORETURN void victim_exec(struct up_pipe *p, char role, uint64_t nrec, bool stream)
 {
-	char r[2] = { role, 0 }, n[24], st[2] = { stream ? '1' : '0', 0 };
+	char r[2] = { role, 0 }, n[24], st[2] = { stream ? (g_vpaced ? '2' : '1') : '0', 0 };
 
 	snprintf(n, sizeof(n), "%" PRIu64, nrec);
 	if (dup2(up_pipe_fd(p), VICTIM_PIPE_FD) < 0 || dup2(g_sh_fd, VICTIM_SHARED_FD) < 0)
@@ -277,13 +303,13 @@ static HARNESS_NORETURN void victim_exec(struct up_pipe *p, char role, uint64_t 
 static HARNESS_NORETURN void victim_main(char **argv)
 {
 	uint64_t nrec = strtoull(argv[3], NULL, 10);
-	bool stream = argv[4][0] == '1';
+	bool stream = argv[4][0] != '0', paced = argv[4][0] == '2';
 
 	g_sh = mmap(NULL, sizeof(*g_sh), PROT_READ | PROT_WRITE, MAP_SHARED, VICTIM_SHARED_FD, 0);
 	if (g_sh == MAP_FAILED)
 		_exit(125);
 	if (argv[2][0] == 'w')
-		victim_writer(VICTIM_PIPE_FD, nrec, stream);
+		victim_writer(VICTIM_PIPE_FD, nrec, stream, paced);
 	if (argv[2][0] == 'r')
 		victim_reader(VICTIM_PIPE_FD, stream);
 	victim_reserver(VICTIM_PIPE_FD);
@@ -416,7 +442,7 @@ static void *surv_writer(void *arg)
 /* ---- one kill ---- */
 
 enum kcase { WRITER_SLEEP, WRITER_STREAM, READER_SLEEP, READER_STREAM, ZOMBIE_WRITER,
-	     READER_PACED };
+	     READER_PACED, WRITER_PACED };
 
 static struct up_pipe *mk_pipe_cap(size_t cap)
 {
@@ -518,8 +544,10 @@ static int cmp_u64(const void *a, const void *b)
 
 static uint64_t kill_once(enum kcase kc, int rep)
 {
-	bool writer_victim = kc == WRITER_SLEEP || kc == WRITER_STREAM || kc == ZOMBIE_WRITER;
-	bool stream = kc == WRITER_STREAM || kc == READER_STREAM || kc == READER_PACED;
+	bool writer_victim = kc == WRITER_SLEEP || kc == WRITER_STREAM || kc == ZOMBIE_WRITER ||
+			     kc == WRITER_PACED;
+	bool stream = kc == WRITER_STREAM || kc == READER_STREAM || kc == READER_PACED ||
+		      kc == WRITER_PACED;
 	/* Paced: a pipe the writer would take many seconds to fill, so only
 	 * a check made while streaming can notice the death in time. */
 	struct up_pipe *p = mk_pipe_cap(kc == READER_PACED ? 16u << 20 : CAPACITY);
@@ -539,9 +567,12 @@ static uint64_t kill_once(enum kcase kc, int rep)
 	s.nonblock = g_nb;
 	s.poll = g_poll;
 	s.paced = kc == READER_PACED;
+	g_vpaced = kc == WRITER_PACED;
 	/* The survivor's end exists before the victim's: neither side can
 	 * see the other's role count at zero before both are open. */
-	CHECK_OK(up_open(p, (writer_victim ? UP_RD : UP_WR) | (g_nb ? UP_NONBLOCK : 0), &s.e));
+	CHECK_OK(up_open(p, (writer_victim ? UP_RD : UP_WR) | (g_nb ? UP_NONBLOCK : 0) |
+				    (g_early ? UP_EARLY_POLL : 0),
+			 &s.e));
 	pid = fork_victim(&s, p, writer_victim, nrec, stream, &victim);
 	/* The victim's end is open before the survivor starts. Polled. */
 	victim_wait_ready(pid);
@@ -551,7 +582,8 @@ static uint64_t kill_once(enum kcase kc, int rep)
 		uint64_t deadline = harness_now_ns() + 10000000000ull;
 
 		while ((writer_victim ? atomic_load(&s.records)
-				      : atomic_load(&g_sh->consumed) / 2048) < (s.paced ? 30 : 300)) {
+				      : atomic_load(&g_sh->consumed) / 2048) <
+		       (s.paced || g_vpaced ? 30 : 300)) {
 			CHECK(harness_now_ns() < deadline);
 			harness_nap_ns(50000);
 		}
@@ -622,6 +654,8 @@ static uint64_t kill_once(enum kcase kc, int rep)
 	}
 	CHECK_OK(up_stats(p, &st));
 	CHECK_EQ(writer_victim ? st.writers : st.readers, 0);
+	/* relaxed: the survivor thread is joined. */
+	g_caught += atomic_load_explicit(&s.e->c.early, memory_order_relaxed) != 0;
 	if (lat > BOUND_NS) {
 		fprintf(stderr, "rep %d: peer death noticed after %.1f ms (bound 100 ms)\n", rep,
 			(double)lat / 1e6);
@@ -637,14 +671,19 @@ static void kill_case(enum kcase kc, const char *name)
 	uint64_t lat[MAX_REPS];
 	int i;
 
-	g_sliced = 0;
+	g_sliced = g_caught = 0;
 	for (i = 0; i < g_reps; i++)
 		lat[i] = kill_once(kc, i);
 	qsort(lat, (size_t)g_reps, sizeof(lat[0]), cmp_u64);
 	printf("# %-32s backend=%s reps=%d kill->return p50=%.2f p99=%.2f max=%.2f ms;"
-	       " seen by a slice's end in %d\n", name, g_backend, g_reps,
+	       " seen by a slice's end in %d; caught early in %d\n", name, g_backend, g_reps,
 	       (double)lat[g_reps / 2] / 1e6, (double)lat[(g_reps * 99) / 100] / 1e6,
-	       (double)lat[g_reps - 1] / 1e6, g_sliced);
+	       (double)lat[g_reps - 1] / 1e6, g_sliced, g_caught);
+	if (kc == WRITER_PACED && g_caught < (g_reps + 1) / 2) {
+		fprintf(stderr, "%s: only %d of %d survivors caught a record early\n", name,
+			g_caught, g_reps);
+		harness_fail();
+	}
 	/* A sleeper, or an armed event loop (a poll-mode end's tick comes
 	 * 25-50 ms after its arm, as late as a slice), is woken by the death
 	 * itself, in any pid namespace and on either backend: a pidfd of the peer, or the close of its description
@@ -711,6 +750,20 @@ static void writer_dies_poll_reader_waits(void)
 	g_nb = g_poll = true;
 	kill_case(WRITER_SLEEP, __func__);
 	g_nb = g_poll = false;
+}
+
+/* The survivor reader wakes early for a writer that sends a record every
+ * 1 ms: blocking, and in an event loop with UP_EARLY_POLL. */
+static void writer_dies_paced_reader_early(void)
+{
+	kill_case(WRITER_PACED, __func__);
+}
+
+static void writer_dies_paced_poll_reader_early(void)
+{
+	g_nb = g_poll = g_early = true;
+	kill_case(WRITER_PACED, __func__);
+	g_nb = g_poll = g_early = false;
 }
 
 static void reader_dies_poll_writer_waits(void)
@@ -1124,6 +1177,8 @@ int main(int argc, char **argv)
 	RUN(ns_reader_dies_nonblock_writer_retries);
 	RUN(writer_dies_poll_reader_waits);
 	RUN(reader_dies_poll_writer_waits);
+	RUN(writer_dies_paced_reader_early);
+	RUN(writer_dies_paced_poll_reader_early);
 	RUN(ns_writer_dies_poll_reader_waits);
 	RUN(ns_reader_dies_poll_writer_waits);
 	RUN(benign_closes_in_foreign_ns);

@@ -413,6 +413,17 @@ int up__pf_disarm(struct up__pf_end *pe, uint64_t *syscalls)
 	return peer;
 }
 
+/* The start of either arm: the fd made, and what an earlier arm left
+ * disarmed. 0 or -errno. */
+static int arm_begin(struct up__pf_end *pe, uint64_t *syscalls)
+{
+	if (pe->efd < 0)
+		return have_waitv(syscalls) ? -EINVAL : -EOPNOTSUPP;
+	if (pe->armed)
+		up__pf_disarm(pe, syscalls);
+	return 0;
+}
+
 int up__pf_arm(struct up__pf_end *pe, _Atomic uint32_t *word, uint32_t expect,
 	       const int *pidfds, int npeer, bool tick, uint64_t early_ns, uint64_t *syscalls)
 {
@@ -421,10 +432,9 @@ int up__pf_arm(struct up__pf_end *pe, _Atomic uint32_t *word, uint32_t expect,
 	bool need_kick;
 	int r, wi;
 
-	if (pe->efd < 0)
-		return have_waitv(syscalls) ? -EINVAL : -EOPNOTSUPP;
-	if (pe->armed)
-		up__pf_disarm(pe, syscalls);
+	r = arm_begin(pe, syscalls);
+	if (r < 0)
+		return r;
 	pe->armed = true;
 	/* A peer the watcher does not cover (beyond UP_PF_PIDFDS, or no
 	 * watcher here) is covered by the ticks. */
@@ -473,11 +483,10 @@ int up__pf_arm(struct up__pf_end *pe, _Atomic uint32_t *word, uint32_t expect,
 int up__pf_arm_now(struct up__pf_end *pe, uint64_t *syscalls)
 {
 	uint64_t one = 1;
+	int r = arm_begin(pe, syscalls);
 
-	if (pe->efd < 0)
-		return have_waitv(syscalls) ? -EINVAL : -EOPNOTSUPP;
-	if (pe->armed)
-		up__pf_disarm(pe, syscalls);
+	if (r < 0)
+		return r;
 	/* Fired as a helper fires an end, but on no watch: the disarm reads
 	 * the fd back and takes it for no peer's death. */
 	pthread_mutex_lock(&reg.mu);

@@ -42,7 +42,7 @@ void up__busy_wake(struct up_end *w)
 {
 	uint64_t sc = 0;
 
-	w->waker->ops->wake(w->waker, w->busy, UP_WAKE_ALL, &sc);
+	w->waker->ops->wake(w->waker, w->busy, UP_WAKE_ALL, NULL, &sc);
 	up__count(&w->c.syscalls, sc);
 	up__count(&w->c.wakes, 1);
 }

@@ -172,6 +172,7 @@ static void child_adopt(struct up_end *e, uint32_t idx, uint32_t state, pid_t se
 	e->stores.t0 = 0;
 	e->stores.bytes = 0;
 	e->armed = UP_ARMED_NONE;
+	e->parked = false;
 	e->armed_on = UP_ARMED_ON_LINE;
 	e->streak = 0;
 	e->coalesce_backoff = 0;

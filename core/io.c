@@ -33,6 +33,18 @@ static int check_iov(const struct iovec *iov, int iovcnt, size_t *total)
 }
 
 /*
+ * A call about to fail with -EAGAIN: a parked poll-mode wait is looked at
+ * (poll.c), and the peers may be asked (below). True when the call should
+ * be tried again.
+ */
+static bool would_block(struct up_end *e)
+{
+	if (up__unlikely(e->parked))
+		up__ring_parked_look(e);
+	return up__live_poll(e);
+}
+
+/*
  * Every call that may return without sleeping ticks the liveness clock
  * (up__live_tick()), and one about to fail with -EAGAIN asks the peers'
  * locks first (at most every UP_LIVE_CHECK_NS): a peer that died is
@@ -54,7 +66,7 @@ ssize_t up_writev(struct up_end *w, const struct iovec *iov, int iovcnt)
 		return r;
 	up__live_tick(w);
 	n = up__ring_write(w, iov, iovcnt, len);
-	if (up__unlikely(n == -EAGAIN) && up__live_poll(w))
+	if (up__unlikely(n == -EAGAIN) && would_block(w))
 		n = up__ring_write(w, iov, iovcnt, len);
 	return n;
 }
@@ -67,7 +79,7 @@ static __attribute__((noinline)) ssize_t write_general(struct up_end *w, const v
 	struct iovec v = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
 	ssize_t n = up__ring_write(w, &v, 1, len);
 
-	if (up__unlikely(n == -EAGAIN) && up__live_poll(w))
+	if (up__unlikely(n == -EAGAIN) && would_block(w))
 		n = up__ring_write(w, &v, 1, len);
 	return n;
 }
@@ -97,7 +109,7 @@ static ssize_t read_again(struct up_end *r, const struct iovec *iov, int iovcnt,
 {
 	ssize_t n = -EAGAIN;
 
-	if (up__live_poll(r))
+	if (would_block(r))
 		n = up__ring_read(r, iov, iovcnt, len);
 	if (n == -EAGAIN)
 		up__pool_trim(r);
@@ -158,7 +170,7 @@ static __attribute__((noinline)) ssize_t reserve_general(struct up_end *w, size_
 	int cap = *iovcnt;
 	ssize_t n = up__ring_reserve(w, len, iov, iovcnt);
 
-	if (up__unlikely(n == -EAGAIN) && up__live_poll(w)) {
+	if (up__unlikely(n == -EAGAIN) && would_block(w)) {
 		*iovcnt = cap;
 		n = up__ring_reserve(w, len, iov, iovcnt);
 	}
@@ -171,7 +183,7 @@ static __attribute__((noinline)) ssize_t peek_general(struct up_end *r, struct i
 	int cap = *iovcnt;
 	ssize_t n = up__ring_peek(r, iov, iovcnt);
 
-	if (up__unlikely(n == -EAGAIN) && up__live_poll(r)) {
+	if (up__unlikely(n == -EAGAIN) && would_block(r)) {
 		*iovcnt = cap;
 		n = up__ring_peek(r, iov, iovcnt);
 	}

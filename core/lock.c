@@ -276,7 +276,7 @@ void up__lock_wake(struct up_end *e, _Atomic uint32_t *lk, bool all)
 	e->waker->ops->wake(e->waker, lk,
 			    all || atomic_load_explicit(&l->npoll, memory_order_seq_cst) ? UP_WAKE_ALL
 											: 1,
-			    &sc);
+			    NULL, &sc);
 	up__count(&e->c.syscalls, sc);
 	up__count(&e->c.wakes, 1);
 }

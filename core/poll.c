@@ -113,6 +113,7 @@ int up__ring_poll_arm(struct up_end *e)
 				early_disarmed(e, true);
 			return r < 0 ? r : 1;
 		}
+		e->parked = false; /* arm_now lets it go */
 		r = e->waker->ops->arm_now(e->waker, &sc);
 		up__count(&e->c.syscalls, sc);
 		if (r < 0)
@@ -158,6 +159,8 @@ int up__ring_poll_arm(struct up_end *e)
 		up__closewatch_serve(e->peer_pidfds[e->npeer]);
 		nfds = e->npeer;
 	}
+	e->waker->on_line = e->armed_on == UP_ARMED_ON_LINE;
+	e->parked = false; /* the arm takes it up or lets it go */
 	r = e->waker->ops->arm(e->waker, word, s, e->peer_pidfds, nfds, &sc);
 	e->waker->early_ns = 0;
 	up__count(&e->c.syscalls, sc);
@@ -176,6 +179,29 @@ int up__ring_poll_arm(struct up_end *e)
 	return 0;
 }
 
+/*
+ * Let an arm go: no longer announced. Our poll ring's backend may keep the
+ * wait in the kernel, parked (its disarm returns 2): the end is then not
+ * armed but parked, and a call about to return -EAGAIN asks the backend
+ * again (up__ring_parked_look()), which lets the parked wait go once
+ * something of it completed, so that the fd does not stay readable for a
+ * loop that reads until -EAGAIN. The next up_poll_arm() may take it up (no
+ * submission).
+ */
+void up__ring_parked_look(struct up_end *e)
+{
+	uint64_t sc = 0;
+	int peer;
+
+	peer = e->waker->ops->disarm(e->waker, &sc);
+	up__count(&e->c.syscalls, sc);
+	if (peer == 2)
+		return;
+	e->parked = false;
+	if (peer == 1)
+		up__peers_reap(e);
+}
+
 void up__ring_disarm(struct up_end *e)
 {
 	uint64_t sc = 0;
@@ -186,6 +212,7 @@ void up__ring_disarm(struct up_end *e)
 	if (e->armed == UP_ARMED_POLL)
 		peer = e->waker->ops->disarm(e->waker, &sc);
 	e->armed = UP_ARMED_NONE;
+	e->parked = peer == 2;
 	up__announce_mark(e, UP_ARMED_LINE_NONE);
 	arm_on = e->armed_on;
 	e->armed_on = UP_ARMED_ON_LINE;

@@ -229,6 +229,9 @@ struct up_end {
 	/* Announced as a sleeper without sleeping (poll mode). */
 	int armed;            /* UP_ARMED_* */
 	int armed_on;         /* ... on what (UP_ARMED_ON_*) */
+	/* Not armed, but the poll ring's last wait is parked (poll.c): looked
+	 * at by a call about to return -EAGAIN (io.c). */
+	bool parked;
 
 	/* Reader: holding the readers' lock between peek and consume; the
 	 * peek took the short way (short.h) and showed the kept slot from
@@ -335,6 +338,7 @@ int up__ring_consume(struct up_end *r, size_t n);
 int up__ring_arm(struct up_end *e, bool locks, _Atomic uint32_t **word, uint32_t *expect);
 int up__ring_poll_arm(struct up_end *e);
 void up__ring_disarm(struct up_end *e);
+void up__ring_parked_look(struct up_end *e);
 
 /* pagepool.c: the free-page ring; batch take (writers) and put (readers). */
 int up__pool_take(struct up_pipe *p, uint32_t *pages, uint32_t want, uint32_t leave,

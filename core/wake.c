@@ -44,9 +44,33 @@ void up__wake_line_slow(struct up_end *e, struct up_shm_wait *wl, uint32_t nr)
 	 * [u-wait-word] sc: what came before is visible to a backend that sees
 	 * the new value; pairs with [u-wait-word] acq in uw_wait(). */
 	atomic_fetch_add_explicit(&wl->seq, 1, memory_order_seq_cst);
-	e->waker->ops->wake(e->waker, &wl->seq, nr, &sc);
+	e->waker->ops->wake(e->waker, &wl->seq, nr, wl, &sc);
 	up__count(&e->c.syscalls, sc);
 	up__count(&e->c.wakes, 1);
+}
+
+/*
+ * What a backend's futex wake of a line needs, once it has reached @found of
+ * the line's armed poll-mode ends another way. Its caller counts @found where
+ * no such end can leave the line (it holds what the end's disarm takes
+ * first), so @found <= npoll <= nwait. Anyone who announces after these
+ * loads sees the progress in its re-check, as with nwait in
+ * up__wake_line_slow().
+ * [wait] sc: loaded after the seq bump; pairs with [wait] sc in
+ * up__wait_ready() and up__ring_arm(), where npoll rises before nwait.
+ */
+uint32_t up__wake_bits(const struct up_shm_wait *line, uint32_t found)
+{
+	return atomic_load_explicit(&line->npoll, memory_order_seq_cst) == found
+		       ? UP_FUTEX_BIT_SLEEP
+		       : UP_FUTEX_BITS_ANY;
+}
+
+bool up__wake_covered(const struct up_shm_wait *line, uint32_t found)
+{
+	/* [wait] sc: loaded after the seq bump; pairs with [wait] sc in
+	 * up__wait_ready() and up__ring_arm(). */
+	return found != 0 && atomic_load_explicit(&line->nwait, memory_order_seq_cst) == found;
 }
 
 void up__wake_all(struct up_end *e, struct up_shm_wait *wl)

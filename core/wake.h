@@ -35,12 +35,27 @@
 #define UP_CORE_WAKE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
 #define UP_WAKE_ALL 0x7fffffffu
 
+/*
+ * Futex bitsets (FUTEX_WAIT_BITSET / FUTEX_WAKE_BITSET, and the mask of
+ * io_uring's futex opcodes). Every wait is FUTEX_BITSET_MATCH_ANY except a
+ * poll ring's wait on a line, which is UP_FUTEX_BIT_POLL: such a wait may
+ * stay in the kernel, parked, after its end has let the arm go
+ * (uring/poll_ring.c). A wake of a line that no unpoked poll-mode end
+ * needs is UP_FUTEX_BIT_SLEEP, so a wake for one is never spent on a parked
+ * wait while a blocked sleeper stays asleep.
+ */
+#define UP_FUTEX_BIT_SLEEP 0x1u
+#define UP_FUTEX_BIT_POLL  0x2u
+#define UP_FUTEX_BITS_ANY  0xffffffffu
+
 struct up__waker;
+struct up_shm_wait;
 
 struct up__wake_ops {
 	const char *name; /* "io_uring", "io_uring-sqpoll", "futex" */
@@ -67,10 +82,13 @@ struct up__wake_ops {
 	int (*wait)(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 		    uint64_t timeout_ns, const int *peer_pidfds, int npeer,
 		    uint64_t *syscalls);
-	/* Wake up to @nr sleepers on @word (UP_WAKE_ALL: every one). Returns
-	 * 0 or -errno; counts syscalls. */
+	/* Wake up to @nr sleepers on @word (UP_WAKE_ALL: every one). @line
+	 * is the wait line whose seq @word is, or NULL for any other word:
+	 * with it the wake chooses its futex bits (up__wake_bits()) and may
+	 * leave the futex alone (up__wake_covered()). Returns 0 or -errno;
+	 * counts syscalls. */
 	int (*wake)(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
-		    uint64_t *syscalls);
+		    const struct up_shm_wait *line, uint64_t *syscalls);
 	/* Free the per-endpoint state (a thread's ring stays the thread's). */
 	void (*destroy)(struct up__waker *w);
 
@@ -80,7 +98,11 @@ struct up__wake_ops {
 	 * pollfd creates it (idempotent, returns the fd or -errno); arm
 	 * queues the wait (and pidfd polls) without sleeping, the caller has
 	 * announced itself as for wait(); disarm cancels what is left and
-	 * resets the fd, returning 1 when a peer's pidfd fired, 0, or -errno.
+	 * resets the fd, returning 1 when a peer's pidfd fired, 0, or -errno;
+	 * or 2: the wait stays in the kernel, parked, for the next arm to take
+	 * up, and the fd may still turn readable (spuriously) until a later
+	 * disarm returns something else. Disarm is called again on a parked
+	 * end, and lets the parked wait go once anything of it completed.
 	 */
 	int (*pollfd)(struct up__waker *w, uint64_t *syscalls);
 	int (*arm)(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
@@ -110,6 +132,11 @@ struct up__waker {
 	 * from now, a planned early wake (early.c); 0: none. Only where the
 	 * backend has arm_now. */
 	uint64_t early_ns;
+	/* Set before an arm (poll.c): the arm waits on a wait line's seq, not
+	 * on a lock or busy word, so its wait may stay parked after a disarm
+	 * (the backend's disarm then returns 2, until it is taken up again
+	 * or let go). */
+	bool on_line;
 };
 
 /* The plain futex(2) backend (core/wake_futex.c). Returns NULL on ENOMEM. */
@@ -124,6 +151,20 @@ struct up__waker *up__waker_futex_new(void);
 int up__futex_wait(_Atomic uint32_t *word, uint32_t expect, uint64_t timeout_ns,
 		   uint64_t *syscalls);
 int up__futex_wake(_Atomic uint32_t *word, uint32_t nr, uint64_t *syscalls);
+/* The same with a bitset: wakes only waits whose mask shares a bit. */
+int up__futex_wake_bits(_Atomic uint32_t *word, uint32_t nr, uint32_t bits,
+			uint64_t *syscalls);
+
+/*
+ * A wake of @line's seq (wake.c). @found: the line's poll-mode ends this
+ * wake reached some other way (a poke into each, uring/poll_ring.c), counted
+ * where none can leave the line meanwhile. up__wake_bits() is the bitset
+ * its futex wake needs: UP_FUTEX_BIT_SLEEP when every announced poll-mode
+ * end is among @found, else every bit. up__wake_covered() is true when every
+ * announced sleeper is among @found, so that no futex wake is needed.
+ */
+uint32_t up__wake_bits(const struct up_shm_wait *line, uint32_t found);
+bool up__wake_covered(const struct up_shm_wait *line, uint32_t found);
 /* The calling thread's timer slack in ns (prctl(2), asked once a thread;
  * the kernel's default where refused). */
 uint64_t up__timer_slack_ns(void);

@@ -51,6 +51,18 @@ int up__futex_wake(_Atomic uint32_t *word, uint32_t nr, uint64_t *syscalls)
 	return 0;
 }
 
+int up__futex_wake_bits(_Atomic uint32_t *word, uint32_t nr, uint32_t bits,
+			uint64_t *syscalls)
+{
+	if (bits == UP_FUTEX_BITS_ANY)
+		return up__futex_wake(word, nr, syscalls);
+	*syscalls += 1;
+	if (syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_BITSET, (int)nr, NULL, NULL,
+		    bits) < 0)
+		return -errno;
+	return 0;
+}
+
 uint64_t up__timer_slack_ns(void)
 {
 	static __thread uint64_t slack; /* 0: not asked yet */
@@ -76,10 +88,11 @@ static int futex_wait_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t e
 }
 
 static int futex_wake_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
-			 uint64_t *syscalls)
+			 const struct up_shm_wait *line, uint64_t *syscalls)
 {
 	(void)w;
-	return up__futex_wake(word, nr, syscalls);
+	return up__futex_wake_bits(word, nr, line ? up__wake_bits(line, 0) : UP_FUTEX_BITS_ANY,
+				   syscalls);
 }
 
 static void futex_destroy(struct up__waker *w)

@@ -71,13 +71,15 @@ static int lazy_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expec
 }
 
 static int lazy_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
-		     uint64_t *syscalls)
+		     const struct up_shm_wait *line, uint64_t *syscalls)
 {
 	struct up__waker *real = lazy_real(w);
 
 	if (!real)
-		return up__futex_wake(word, nr, syscalls);
-	return real->ops->wake(real, word, nr, syscalls);
+		return up__futex_wake_bits(word, nr,
+					   line ? up__wake_bits(line, 0) : UP_FUTEX_BITS_ANY,
+					   syscalls);
+	return real->ops->wake(real, word, nr, line, syscalls);
 }
 
 static void lazy_destroy(struct up__waker *w)

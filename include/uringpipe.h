@@ -313,8 +313,12 @@ UP_API int up_stats(const struct up_pipe *p, struct up_stats *st);
  * once, nothing was armed), 0 once armed (wait for the fd, then retry the
  * call, which disarms), -EOPNOTSUPP, -EPROTO, or on the futex backend
  * -ENOMEM or -EMFILE (no helper thread). Readiness may be spurious:
- * retrying can give -EAGAIN again; arm again then. A stream that never runs
- * dry never arms, so it stays free of system calls. Exclusive on end.
+ * retrying can give -EAGAIN again; arm again then. (On io_uring a wait
+ * ended by a same-process writer's poke may stay in the kernel for the
+ * next arm to take up without a system call; the fd can then turn
+ * readable once more, and the next call that returns -EAGAIN resets it.)
+ * A stream that never runs dry never arms, so it stays free of system
+ * calls. Exclusive on end.
  * A writer's -EAGAIN can also mean that another writer holds the writers'
  * lock, over its open small reservation (up_reserve) say: arming then
  * waits for that writer to let go (or die), as a blocking writer would,

@@ -8,6 +8,7 @@
  * that never comes fails the case by poll's timeout instead of passing.
  */
 #include <errno.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -525,6 +526,112 @@ static void armed_reader_does_not_swallow_a_wake(void)
 	up_close(w);
 	up_close(b.r);
 	up_close(armed);
+	up_pipe_release(p);
+}
+
+/*
+ * On io_uring, a wake from a thread of the reader's own process pokes the
+ * armed ring and, when that reaches every sleeper, makes no FUTEX_WAKE: the
+ * armed FUTEX_WAIT stays in the kernel, parked, and the next arm takes it
+ * up: at most one system call (the reader's fence, membarrier(), where it
+ * is made), where an arm that lets the parked wait go cancels it and
+ * submits anew (two more). Arms more than UW_PARK_NS after the parked
+ * wait's submission do that, so a slow run may see a few.
+ */
+static void rearm_after_a_poke_takes_up_the_wait(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	struct up_stats s0, s1;
+	char buf[16];
+	int fd, round, free_arms = 0;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	r = open_nb(p, UP_RD);
+	CHECK_OK(up_open(p, UP_WR, &w));
+	fd = pollfd_or_skip(r);
+	if (!backend_is_io_uring(p, __func__))
+		goto out;
+	for (round = 0; round < 20; round++) {
+		CHECK_EQ(up_read(r, buf, sizeof(buf)), -EAGAIN);
+		CHECK_OK(up_stats(p, &s0));
+		CHECK_EQ(up_poll_arm(r), 0);
+		CHECK_OK(up_stats(p, &s1));
+		if (round > 0 && s1.syscalls - s0.syscalls <= 1)
+			free_arms++;
+		CHECK_EQ(up_write(w, "hello", 5), 5);
+		CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+		CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
+		CHECK(memcmp(buf, "hello", 5) == 0);
+		CHECK_EQ(wait_fd(fd, 0), 0);
+	}
+	printf("# %d of 19 arms took up the parked wait\n", free_arms);
+	if (free_arms < 10) {
+		fprintf(stderr, "only %d of 19 arms after a poke made at most one system call\n",
+			free_arms);
+		harness_fail();
+	}
+out:
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/*
+ * A parked wait (above) sits in the futex's queue ahead of a reader that
+ * blocks later. A data wake is for one sleeper: it must reach the blocked
+ * reader, not end the parked wait (its end announced nowhere), or that
+ * reader sleeps until its 50 ms slice runs out (a timeout in its counters).
+ * Then a wake for every bit, which does end the parked wait, leaves the fd
+ * readable only until the end's next call that finds nothing.
+ */
+static void parked_wait_takes_no_wake_for_one(void)
+{
+	struct up_pipe *p;
+	struct up_end *parked, *w;
+	struct blocked_reader b = { 0 };
+	uint64_t timeouts, t0;
+	pthread_t t;
+	pid_t tid;
+	char buf[16];
+	int fd;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	parked = open_nb(p, UP_RD);
+	CHECK_OK(up_open(p, UP_RD, &b.r));
+	CHECK_OK(up_open(p, UP_WR, &w));
+	fd = pollfd_or_skip(parked);
+	if (!backend_is_io_uring(p, __func__))
+		goto out;
+	t0 = harness_now_ns();
+	CHECK_EQ(up_poll_arm(parked), 0);
+	CHECK_EQ(up_write(w, "a", 1), 1); /* a poke, and no FUTEX_WAKE */
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	CHECK_EQ(up_read(parked, buf, sizeof(buf)), 1);
+	CHECK(parked->parked);
+	CHECK(pthread_create(&t, NULL, blocked_read, &b) == 0);
+	while ((tid = atomic_load(&b.tid)) == 0 || harness_tid_state(tid) != 'S')
+		sched_yield();
+	timeouts = atomic_load(&b.r->c.timeouts);
+	CHECK_EQ(up_write(w, "hello", 5), 5);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK_EQ(b.res, 5);
+	CHECK_EQ(atomic_load(&b.r->c.timeouts), timeouts);
+	/* The parked wait is still asleep (unless its tick, 50 ms after the
+	 * arm, ended it: a slow run). */
+	if (harness_now_ns() - t0 < 25000000ull)
+		CHECK_EQ(wait_fd(fd, 0), 0);
+	/* A wake for every bit ends it: readable, and reset by the call that
+	 * finds nothing. */
+	syscall(SYS_futex, &p->ln->rd_wait.seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	CHECK_EQ(up_read(parked, buf, sizeof(buf)), -EAGAIN);
+	CHECK(!parked->parked);
+	CHECK_EQ(wait_fd(fd, 0), 0);
+out:
+	up_close(w);
+	up_close(b.r);
+	up_close(parked);
 	up_pipe_release(p);
 }
 
@@ -1175,6 +1282,8 @@ int main(int argc, char **argv)
 	RUN(poke_reaches_only_armed_rings);
 	RUN(closed_poll_ring_is_never_poked);
 	RUN(armed_reader_does_not_swallow_a_wake);
+	RUN(rearm_after_a_poke_takes_up_the_wait);
+	RUN(parked_wait_takes_no_wake_for_one);
 	RUN(small_write_disarms_the_writer);
 	RUN(poll_writer_waits_for_the_lock);
 	RUN(blocked_writer_is_not_left_behind_a_poller);

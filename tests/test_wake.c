@@ -83,7 +83,7 @@ static int do_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 
 static int do_wake(struct up__waker *w, _Atomic uint32_t *word, uint64_t *calls)
 {
-	return w->ops->wake(w, word, UP_WAKE_ALL, calls);
+	return w->ops->wake(w, word, UP_WAKE_ALL, NULL, calls);
 }
 
 /*
@@ -309,17 +309,17 @@ static void test_wake_one(int sqpoll)
 	if (!asleep) {
 		/* A sleeper not yet in the kernel would miss the wake (the word
 		 * did not change): end them all and prove nothing. */
-		CHECK_EQ(w->ops->wake(w, &word, UP_WAKE_ALL, &calls), 0);
+		CHECK_EQ(w->ops->wake(w, &word, UP_WAKE_ALL, NULL, &calls), 0);
 		for (i = 0; i < 3; i++)
 			CHECK_EQ(pthread_join(t[i], NULL), 0);
 		w->ops->destroy(w);
 		return;
 	}
-	CHECK_EQ(w->ops->wake(w, &word, 1, &calls), 0);
+	CHECK_EQ(w->ops->wake(w, &word, 1, NULL, &calls), 0);
 	CHECK_EQ(await_returned(&returned, 1, 2 * SEC), 1);
 	/* Give a wrongly woken second sleeper time to show up. */
 	CHECK_EQ(await_returned(&returned, 2, 200 * 1000000ull), 1);
-	CHECK_EQ(w->ops->wake(w, &word, UP_WAKE_ALL, &calls), 0);
+	CHECK_EQ(w->ops->wake(w, &word, UP_WAKE_ALL, NULL, &calls), 0);
 	CHECK_EQ(await_returned(&returned, 3, 2 * SEC), 3);
 	for (i = 0; i < 3; i++) {
 		CHECK_EQ(pthread_join(t[i], NULL), 0);

@@ -8,9 +8,11 @@
  * its pidfd polls, the blind tick and their cancel. A ring fd polls
  * readable (POLLIN) while its CQ holds a completion, so no eventfd is
  * needed: one fd per end in poll mode, none before. What must stay true:
- * the CQ is empty whenever the end is not armed (disarm reaps everything,
- * its cancel included, and arm drops any leftover first), or the fd would
- * stay readable and the event loop spin. It also polls writable (POLLOUT)
+ * the CQ is empty whenever the end is neither armed nor parked (disarm
+ * reaps everything, its cancel included, and arm drops any leftover
+ * first), or the fd would stay readable and the event loop spin; what a
+ * parked wait posts is reaped by the end's next call that finds nothing
+ * (up__uw_disarm() again) or its next arm. It also polls writable (POLLOUT)
  * whenever its SQ has room, which means nothing here: loops wait for POLLIN.
  * Kept apart from the thread's ring, no completion of one mode is mistaken
  * for the other's, and an event loop thread's sleeps do not touch it.
@@ -43,9 +45,11 @@
  * So an armed poll ring registers (word, ring fd) in this table, and a wake
  * of that word from a thread ring of this process queues one MSG_RING per
  * registered ring before its FUTEX_WAKE, in the same submission. The
- * FUTEX_WAKE still goes out: it is what every other waiter (another
- * process, a blocking sleeper) needs, and its completion in the poked ring
- * is what the disarm reaps. What must stay true:
+ * FUTEX_WAKE goes out unless the pokes reached every announced sleeper of
+ * the line (up__wake_covered()): it is what every other waiter (another
+ * process, a blocking sleeper) needs; without it, the poked ring's wait
+ * stays queued and its disarm parks it (up__uw_disarm()). What must stay
+ * true:
  *  - the waker holds poke_mu from reading an entry until the submission
  *    that names its fd has returned, and the poll ring leaves the table
  *    under poke_mu before its last reap and before its fd is closed: the
@@ -137,35 +141,55 @@ static void poke_del(struct uring_waker *uw)
 	uw->poke_slot = -1;
 }
 
-int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr)
+int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr,
+		      const struct up_shm_wait *line, uint32_t *bits)
 {
 	unsigned room;
+	uint32_t found = 0;
 	int i, n = 0;
 
 	/* relaxed: a hint; a registration it misses was made after this
 	 * wake's progress store, and that arm's FUTEX_WAIT compares the word
-	 * (or the FUTEX_WAKE finds it). */
+	 * (or the FUTEX_WAKE finds it: its end is not among those found, so
+	 * the wake is for every bit). */
 	if (atomic_load_explicit(&poke_used, memory_order_relaxed) == 0 ||
-	    pthread_mutex_trylock(&poke_mu) != 0)
+	    pthread_mutex_trylock(&poke_mu) != 0) {
+		*bits = line ? up__wake_bits(line, 0) : UP_FUTEX_BITS_ANY;
 		return 0;
+	}
 	room = io_uring_sq_space_left(ring);
-	for (i = 0; i < UW_POKE_MAX && (uint32_t)n < nr && (unsigned)n + 1 < room; i++) {
+	for (i = 0; i < UW_POKE_MAX; i++) {
 		struct io_uring_sqe *sqe;
 
-		if (pokes[i].word != word || pokes[i].poked)
+		if (pokes[i].word != word)
+			continue;
+		if (pokes[i].poked) {
+			found++; /* its CQE is there since an earlier wake */
+			continue;
+		}
+		if ((uint32_t)n >= nr || (unsigned)n + 1 >= room)
 			continue;
 		sqe = io_uring_get_sqe(ring);
 		if (!sqe)
-			break;
+			continue;
 		io_uring_prep_msg_ring(sqe, pokes[i].fd, 0, UW_TAG(0, UW_POKE), 0);
 		/* Its CQE in our ring only if it failed; up__uw_cq_reap()
-		 * drops it (a kernel without MSG_RING: the FUTEX_WAKE wakes).
+		 * notes it (poke_err) and the waker wakes every bit.
 		 * The entry's index, for up__uw_poke_end(). */
 		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 		sqe->user_data = UW_TAG(i, UW_POKE);
 		pokes[i].poked = true;
+		found++;
 		n++;
 	}
+	/* Under the lock: no end found can leave its line meanwhile (its
+	 * disarm takes the lock first), so found <= npoll <= nwait. */
+	if (!line)
+		*bits = UP_FUTEX_BITS_ANY;
+	else if (up__wake_covered(line, found))
+		*bits = 0;
+	else
+		*bits = up__wake_bits(line, found);
 	if (n == 0)
 		pthread_mutex_unlock(&poke_mu);
 	return n;
@@ -247,43 +271,77 @@ static void pring_reap(struct uring_waker *uw, int *peer)
 	}
 }
 
-/* The ops' disarm: cancel what is still armed and reap it all, which leaves
- * the fd unreadable. Returns 1 when a peer's pidfd fired, 0, or -errno. */
+/* Cancel what is still in flight of the latest arm and reap it all, which
+ * leaves the fd unreadable. */
+static void pring_cancel(struct uring_waker *uw, int *peer, uint64_t *syscalls)
+{
+	struct io_uring_sqe *sqe;
+	int rounds;
+
+	uw->pparked = false;
+	if (!uw->pinflight)
+		return;
+	/* Whatever is still armed goes; each posts -ECANCELED. */
+	sqe = io_uring_get_sqe(uw->pring);
+	if (sqe) {
+		io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+		sqe->user_data = UW_TAG(0, UW_CANCEL);
+		io_uring_submit(uw->pring);
+		*syscalls += 1;
+	}
+	/* Bounded: a cancel completes the requests at once. */
+	for (rounds = 0; uw->pinflight && rounds < 100; rounds++) {
+		struct __kernel_timespec ts = { .tv_sec = 0, .tv_nsec = 10000000 };
+		struct io_uring_cqe *cqe;
+
+		*syscalls += 1;
+		if (io_uring_wait_cqe_timeout(uw->pring, &cqe, &ts) == 0)
+			pring_reap(uw, peer);
+	}
+	/* The cancel's own CQE was posted when it was submitted; reap it
+	 * (and anything else left) so that the fd is not readable. */
+	pring_reap(uw, peer);
+}
+
+/* This thread, for a parked wait's submitter (its completion is the
+ * submitter's task work). */
+static __thread char pring_self;
+
+/*
+ * The ops' disarm. A wait that a poke ended (poll_ring.c's top) is still in
+ * the futex's queue: cancelling it would be a system call between the wake
+ * and the data. Instead, when nothing of the arm has completed, it is
+ * parked (returns 2): left in the kernel, out of the poke table, announced
+ * nowhere, for the next arm to take up. What must stay true: a parked wait
+ * is on a line, with UP_FUTEX_BIT_POLL, so that a wake for one sleeper
+ * never ends it (wake.h); it is taken up only by the thread that submitted
+ * it; and once anything of it completes, the next disarm cancels the rest
+ * and reaps, so the fd is readable at most until the end's next call.
+ * Returns 1 when a peer's pidfd fired, 0, 2 (parked), or -errno.
+ */
 int up__uw_disarm(struct up__waker *w, uint64_t *syscalls)
 {
 	struct uring_waker *uw = to_uw(w);
-	struct io_uring_sqe *sqe;
-	int peer = 0, rounds;
+	int peer = 0;
 
+	if (uw->pparked) {
+		pring_reap(uw, &peer);
+		if (uw->pinflight == uw->pnreq)
+			return 2;
+		pring_cancel(uw, &peer, syscalls);
+		return peer;
+	}
 	if (!uw->parmed)
 		return 0;
 	uw->parmed = 0;
 	/* Out of the table before the last reap: no poke comes after it. */
 	poke_del(uw);
 	pring_reap(uw, &peer);
-	if (uw->pinflight) {
-		/* Whatever is still armed goes; each posts -ECANCELED. */
-		sqe = io_uring_get_sqe(uw->pring);
-		if (sqe) {
-			io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY |
-						       IORING_ASYNC_CANCEL_ALL);
-			sqe->user_data = UW_TAG(0, UW_CANCEL);
-			io_uring_submit(uw->pring);
-			*syscalls += 1;
-		}
-		/* Bounded: a cancel completes the requests at once. */
-		for (rounds = 0; uw->pinflight && rounds < 100; rounds++) {
-			struct __kernel_timespec ts = { .tv_sec = 0, .tv_nsec = 10000000 };
-			struct io_uring_cqe *cqe;
-
-			*syscalls += 1;
-			if (io_uring_wait_cqe_timeout(uw->pring, &cqe, &ts) == 0)
-				pring_reap(uw, &peer);
-		}
+	if (uw->pparkable && uw->pinflight == uw->pnreq) {
+		uw->pparked = true;
+		return 2;
 	}
-	/* The cancel's own CQE was posted when it was submitted; reap it
-	 * (and anything else left) so that the fd is not readable. */
-	pring_reap(uw, &peer);
+	pring_cancel(uw, &peer, syscalls);
 	return peer;
 }
 
@@ -299,11 +357,36 @@ static int pring_begin(struct up__waker *w, uint64_t *syscalls, struct io_uring_
 		return -EINVAL;
 	if (uw->parmed)
 		up__uw_disarm(w, syscalls);
+	pring_cancel(uw, &stale, syscalls);
 	uw->pinflight = 0;
+	uw->pparkable = false;
 	pring_reap(uw, &stale);
 	uw->pgen++;
 	*sqe = io_uring_get_sqe(uw->pring);
 	return *sqe ? 0 : -EBUSY;
+}
+
+/* Take up a parked wait as this arm's: it waits on @word, nothing of it
+ * has completed, this thread submitted it, and this arm would submit the
+ * same (no pidfd, no early wake), but for its tick, which runs from the
+ * first arm: it is taken up only in the first UW_PARK_NS of it, so that
+ * the tick still ends only a wait of most of a slice (an arm of a wait
+ * that lasts less never turns readable without a cause). A completion that
+ * comes after this look makes the fd readable, as for any arm. */
+static bool pring_take_parked(struct uring_waker *uw, _Atomic uint32_t *word, int npeer)
+{
+	int peer = 0;
+
+	if (!uw->pparked || uw->pword != word || uw->pthread != &pring_self || npeer != 0 ||
+	    uw->base.early_ns != 0 || !uw->base.on_line ||
+	    up__now_ns() - uw->parm_ns > UW_PARK_NS)
+		return false;
+	pring_reap(uw, &peer);
+	if (uw->pinflight != uw->pnreq)
+		return false;
+	uw->pparked = false;
+	uw->parmed = 1;
+	return true;
 }
 
 /* Submit an arm's SQEs; armed once they are in. 0 or -errno. */
@@ -332,6 +415,10 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	bool tick;
 	int i, r;
 
+	if (pring_take_parked(uw, word, npeer)) {
+		poke_add(uw, word);
+		return 0;
+	}
 	r = pring_begin(w, syscalls, &sqe);
 	if (r < 0)
 		return r;
@@ -340,6 +427,10 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	if (npeer > UW_SQ_ENTRIES - 3)
 		npeer = UW_SQ_ENTRIES - 3; /* the tick covers the rest */
 	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAIT, word, expect, UW_TAG(gen, UW_FUTEX));
+	/* A wait on a line may be parked (up__uw_disarm()): no wake for one
+	 * may end it (wake.h). */
+	if (w->on_line)
+		sqe->addr3 = UP_FUTEX_BIT_POLL;
 	uw->pinflight = 1;
 	/* A peer no pidfd covers (another pid namespace, or one that comes
 	 * after this arm): the fd turns readable when a slice has passed, so
@@ -376,6 +467,11 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	r = pring_submit(uw, syscalls);
 	if (r < 0)
 		return r;
+	uw->pnreq = uw->pinflight;
+	uw->parm_ns = up__now_ns();
+	uw->pword = word;
+	uw->pthread = &pring_self;
+	uw->pparkable = w->on_line && npeer == 0 && !(tick && w->early_ns != 0);
 	poke_add(uw, word);
 	return 0;
 }

@@ -86,6 +86,9 @@ enum uw_kind {
 };
 /* Poll mode's tick for blind peers: the sleep slice, UP_WAIT_SLICE_NS. */
 #define UW_TICK_NS 50000000ull
+/* How long after its submission a parked wait may be taken up by a new arm
+ * (poll_ring.c): an eighth of the tick. */
+#define UW_PARK_NS (UW_TICK_NS / 8)
 #define UW_TAG(gen, kind) (((uint64_t)(gen) << 8) | (uint64_t)(kind))
 #define UW_PENDING 2 /* "no result yet"; real results are 0, 1 (peer) or -errno */
 
@@ -103,6 +106,7 @@ struct uw_ring {
 	uint64_t gen;  /* generation of the latest wait */
 	int sqpoll;    /* ring has an SQ thread (IORING_SETUP_SQPOLL) */
 	int wake_err;  /* first failed FUTEX_WAKE CQE not yet reported */
+	int poke_err;  /* a poke failed: its ring needs a futex wake */
 	/* Ring unusable (an error we cannot recover from, such as its fd
 	 * closed under us): wait and wake through up__futex_wait/wake() for
 	 * good. Same shared futex, so the peer does not notice; pidfds are
@@ -128,6 +132,15 @@ struct uring_waker {
 	unsigned pinflight; /* armed requests whose CQE is still to come */
 	int parmed;         /* pring has a wait armed (up__uw_arm) */
 	uint64_t pgen;      /* generation of the latest arm */
+	/* Parking (poll_ring.c): the latest arm's requests and word, whether
+	 * it may be parked, the thread that submitted it; pparked while its
+	 * requests stay in the kernel after the disarm. */
+	unsigned pnreq;
+	uint64_t parm_ns; /* CLOCK_MONOTONIC of its submission */
+	_Atomic uint32_t *pword;
+	const void *pthread;
+	bool pparkable;
+	bool pparked;
 	int poke_slot;      /* its entry in poll_ring.c's pokes, or -1 */
 	uint32_t poke_gen;  /* up__live_gen() when it was registered */
 };
@@ -169,7 +182,8 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 int up__uw_disarm(struct up__waker *w, uint64_t *syscalls);
 int up__uw_arm_now(struct up__waker *w, uint64_t *syscalls);
 void up__uw_pring_exit(struct uring_waker *uw);
-int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr);
+int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr,
+		      const struct up_shm_wait *line, uint32_t *bits);
 unsigned up__uw_poke_end(struct io_uring *ring);
 
 /* sq_anchor.c: the fd of this process's SQPOLL anchor ring, or -1. */

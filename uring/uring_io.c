@@ -198,8 +198,12 @@ unsigned up__uw_cq_reap(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 		int res = cqe->res;
 		unsigned kind = (unsigned)(ud & 0xff);
 
-		if (kind == UW_POKE)
-			continue; /* a failed poke: the FUTEX_WAKE beside it wakes */
+		if (kind == UW_POKE) {
+			/* Only failed pokes post a CQE (CQE_SKIP_SUCCESS); the
+			 * wake that sent it then wakes the futex for all. */
+			uw->poke_err = 1;
+			continue;
+		}
 		if (kind == UW_WAKE) {
 			/* Only failed wakes post a CQE (CQE_SKIP_SUCCESS). */
 			if (res < 0 && !uw->wake_err)

@@ -357,11 +357,12 @@ hard_fail:
 }
 
 static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
-		     uint64_t *syscalls)
+		     const struct up_shm_wait *line, uint64_t *syscalls)
 {
-	struct io_uring_sqe *sqe;
+	struct io_uring_sqe *sqe = NULL;
 	unsigned none = 0;
 	int dummy = UW_PENDING, err;
+	uint32_t bits = UP_FUTEX_BITS_ANY;
 	bool poked;
 
 	if (uw->broken)
@@ -374,22 +375,32 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 	/* Pokes first (poll_ring.c): their CQEs make the poked poll rings
 	 * readable before this FUTEX_WAKE's task work reaches their threads.
 	 * Not with SQPOLL: its thread would look the fds up after the pokes'
-	 * lock is dropped. They leave room for the FUTEX_WAKE. */
-	poked = !uw->sqpoll && up__uw_poke_begin(&uw->ring, word, nr) > 0;
-	sqe = io_uring_get_sqe(&uw->ring);
-	if (!sqe) {
-		/* SQ full: the SQ thread is behind. A direct futex(2) wake
-		 * is equivalent (shared futex, same word) and cannot block.
-		 * (Pokes leave room for the FUTEX_WAKE; should they not, they
-		 * are undone before the lock goes.) */
-		if (poked)
-			up__uw_poke_end(&uw->ring);
-		return up__futex_wake(word, nr, syscalls);
+	 * lock is dropped. They leave room for the FUTEX_WAKE, and say what
+	 * it must wake (bits), 0 when the pokes reach every sleeper. */
+	if (uw->sqpoll)
+		bits = line ? up__wake_bits(line, 0) : UP_FUTEX_BITS_ANY;
+	poked = !uw->sqpoll && up__uw_poke_begin(&uw->ring, word, nr, line, &bits) > 0;
+	if (bits == 0 && !poked)
+		return 0; /* earlier pokes of this arm reach every sleeper */
+	if (bits != 0) {
+		sqe = io_uring_get_sqe(&uw->ring);
+		if (!sqe) {
+			/* SQ full: the SQ thread is behind. A direct futex(2)
+			 * wake is equivalent (shared futex, same word) and
+			 * cannot block. (Pokes leave room for the FUTEX_WAKE;
+			 * should they not, they are undone before the lock
+			 * goes.) */
+			if (poked)
+				up__uw_poke_end(&uw->ring);
+			return up__futex_wake(word, nr, syscalls);
+		}
+		uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAKE, word, nr, UW_TAG(0, UW_WAKE));
+		sqe->addr3 = bits;
+		/* A successful wake posts nothing: no CQ traffic to reap, and
+		 * with SQPOLL no late wake CQE can cut a later wait's sleep
+		 * short. */
+		sqe->flags = IOSQE_CQE_SKIP_SUCCESS;
 	}
-	uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAKE, word, nr, UW_TAG(0, UW_WAKE));
-	/* A successful wake posts nothing: no CQ traffic to reap, and with
-	 * SQPOLL no late wake CQE can cut a later wait's sleep short. */
-	sqe->flags = IOSQE_CQE_SKIP_SUCCESS;
 	if (uw->sqpoll) {
 		up__uw_sq_publish(uw);
 		/* Enters only if the SQ thread sleeps. */
@@ -404,18 +415,27 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 
 		/* An enter that took only part of the SQEs (it stops at one it
 		 * cannot allocate) returns the count taken: the FUTEX_WAKE,
-		 * behind the pokes, is then still queued, as on an error. */
+		 * behind the pokes, or pokes that stand for it, are then still
+		 * queued, as on an error. */
 		if (poked && up__uw_poke_end(&uw->ring) != 0 && r >= 0)
 			r = -EAGAIN;
 		if (r < 0) {
-			/* The SQE stays queued and goes out with the next
-			 * enter (a harmless extra wake); wake now by hand so
+			/* An SQE left queued goes out with the next enter (a
+			 * harmless extra wake); wake now by hand, every bit, so
 			 * the sleeper does not wait for that. */
 			return up__futex_wake(word, nr, syscalls);
 		}
-		/* Without SQPOLL the wake ran inline; its CQE is usually
-		 * already there, so errors surface on this very call. */
+		/* Without SQPOLL the wake and the pokes ran inline; a failed
+		 * one's CQE is already there, so errors surface on this very
+		 * call. A poked ring whose poke failed waits with
+		 * UP_FUTEX_BIT_POLL, which a wake of bits 0 or
+		 * UP_FUTEX_BIT_SLEEP did not reach: wake every bit. */
 		up__uw_cq_reap(uw, 0, &none, &dummy);
+		if (uw->poke_err) {
+			uw->poke_err = 0;
+			if (bits != UP_FUTEX_BITS_ANY)
+				return up__futex_wake(word, nr, syscalls);
+		}
 	}
 	err = uw->wake_err;
 	uw->wake_err = 0;
@@ -448,7 +468,7 @@ static int uw_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 }
 
 static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
-		   uint64_t *syscalls)
+		   const struct up_shm_wait *line, uint64_t *syscalls)
 {
 	struct uw_ring *tr = tring_pick(to_uw(w));
 	int r;
@@ -456,7 +476,7 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 	if (!tr)
 		return up__futex_wake(word, nr, syscalls);
 	tring_enter(tr);
-	r = ring_wake(tr, word, nr, syscalls);
+	r = ring_wake(tr, word, nr, line, syscalls);
 	tring_leave(tr);
 	return r;
 }

@@ -165,6 +165,14 @@ int up__futex_wake_bits(_Atomic uint32_t *word, uint32_t nr, uint32_t bits,
  */
 uint32_t up__wake_bits(const struct up_shm_wait *line, uint32_t found);
 bool up__wake_covered(const struct up_shm_wait *line, uint32_t found);
+
+/* A line's wake of every bit can end a poll-mode end's wait, whose event
+ * loop may not read for a while: it is then for every sleeper, whatever
+ * npoll said when the caller chose @nr (tests/model/wake.pml, PMUTANT 5). */
+static inline uint32_t up__wake_nr(uint32_t nr, uint32_t bits)
+{
+	return bits == UP_FUTEX_BITS_ANY ? UP_WAKE_ALL : nr;
+}
 /* The calling thread's timer slack in ns (prctl(2), asked once a thread;
  * the kernel's default where refused). */
 uint64_t up__timer_slack_ns(void);

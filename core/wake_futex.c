@@ -90,9 +90,13 @@ static int futex_wait_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t e
 static int futex_wake_op(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 			 const struct up_shm_wait *line, uint64_t *syscalls)
 {
+	uint32_t bits;
+
 	(void)w;
-	return up__futex_wake_bits(word, nr, line ? up__wake_bits(line, 0) : UP_FUTEX_BITS_ANY,
-				   syscalls);
+	if (!line)
+		return up__futex_wake(word, nr, syscalls);
+	bits = up__wake_bits(line, 0);
+	return up__futex_wake_bits(word, up__wake_nr(nr, bits), bits, syscalls);
 }
 
 static void futex_destroy(struct up__waker *w)

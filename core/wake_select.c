@@ -75,10 +75,11 @@ static int lazy_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 {
 	struct up__waker *real = lazy_real(w);
 
-	if (!real)
-		return up__futex_wake_bits(word, nr,
-					   line ? up__wake_bits(line, 0) : UP_FUTEX_BITS_ANY,
-					   syscalls);
+	if (!real) {
+		uint32_t bits = line ? up__wake_bits(line, 0) : UP_FUTEX_BITS_ANY;
+
+		return up__futex_wake_bits(word, line ? up__wake_nr(nr, bits) : nr, bits, syscalls);
+	}
 	return real->ops->wake(real, word, nr, line, syscalls);
 }
 

@@ -315,8 +315,10 @@ static __thread char pring_self;
  * nowhere, for the next arm to take up. What must stay true: a parked wait
  * is on a line, with UP_FUTEX_BIT_POLL, so that a wake for one sleeper
  * never ends it (wake.h); it is taken up only by the thread that submitted
- * it; and once anything of it completes, the next disarm cancels the rest
- * and reaps, so the fd is readable at most until the end's next call.
+ * it, and only while the word holds what the arm expects
+ * (pring_take_parked()); and once anything of it completes, the next
+ * disarm cancels the rest and reaps, so the fd is readable at most until
+ * the end's next call that finds nothing (tests/model/wake.pml, POLLER).
  * Returns 1 when a peer's pidfd fired, 0, 2 (parked), or -errno.
  */
 int up__uw_disarm(struct up__waker *w, uint64_t *syscalls)
@@ -366,20 +368,33 @@ static int pring_begin(struct up__waker *w, uint64_t *syscalls, struct io_uring_
 	return *sqe ? 0 : -EBUSY;
 }
 
-/* Take up a parked wait as this arm's: it waits on @word, nothing of it
- * has completed, this thread submitted it, and this arm would submit the
- * same (no pidfd, no early wake), but for its tick, which runs from the
+/* Take up a parked wait as this arm's: it waits on @word, which still
+ * holds @expect, nothing of it has completed, this thread submitted it,
+ * and this arm would submit the same (no pidfd, no early wake), but for its
+ * tick, which runs from the
  * first arm: it is taken up only in the first UW_PARK_NS of it, so that
  * the tick still ends only a wait of most of a slice (an arm of a wait
  * that lasts less never turns readable without a cause). A completion that
  * comes after this look makes the fd readable, as for any arm. */
-static bool pring_take_parked(struct uring_waker *uw, _Atomic uint32_t *word, int npeer)
+static bool pring_take_parked(struct uring_waker *uw, _Atomic uint32_t *word, uint32_t expect,
+			      int npeer)
 {
 	int peer = 0;
 
 	if (!uw->pparked || uw->pword != word || uw->pthread != &pring_self || npeer != 0 ||
 	    uw->base.early_ns != 0 || !uw->base.on_line ||
 	    up__now_ns() - uw->parm_ns > UW_PARK_NS)
+		return false;
+	/* A queued wait compares nothing: compare for it, as a FUTEX_WAIT
+	 * would at its submission. A waker that bumped seq since the arm
+	 * loaded @expect may have found this end not yet announced and woken
+	 * nobody, its wake pending for us to see; a fresh FUTEX_WAIT sees it
+	 * (-EAGAIN), a taken-up one would sleep through it
+	 * (tests/model/wake.pml, PMUTANT 4). One that bumps it after this
+	 * load finds the end announced, and so pokes it or wakes every bit.
+	 * [wait] sc: after the announcement; pairs with [wait] sc in
+	 * up__wake_line_slow(). */
+	if (atomic_load_explicit(word, memory_order_seq_cst) != expect)
 		return false;
 	pring_reap(uw, &peer);
 	if (uw->pinflight != uw->pnreq)
@@ -415,7 +430,7 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	bool tick;
 	int i, r;
 
-	if (pring_take_parked(uw, word, npeer)) {
+	if (pring_take_parked(uw, word, expect, npeer)) {
 		poke_add(uw, word);
 		return 0;
 	}

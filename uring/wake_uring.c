@@ -363,10 +363,13 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 	unsigned none = 0;
 	int dummy = UW_PENDING, err;
 	uint32_t bits = UP_FUTEX_BITS_ANY;
+	/* The futex(2) fallbacks wake every bit, so for every sleeper of a
+	 * line (wake.h, up__wake_nr()). */
+	uint32_t nr_any = line ? UP_WAKE_ALL : nr;
 	bool poked;
 
 	if (uw->broken)
-		return up__futex_wake(word, nr, syscalls);
+		return up__futex_wake(word, nr_any, syscalls);
 
 	/* Never wait for a wake's completion; successful wakes post no CQE
 	 * at all, and a failed one is picked up here (two loads when the CQ
@@ -382,6 +385,8 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 	poked = !uw->sqpoll && up__uw_poke_begin(&uw->ring, word, nr, line, &bits) > 0;
 	if (bits == 0 && !poked)
 		return 0; /* earlier pokes of this arm reach every sleeper */
+	if (line)
+		nr = up__wake_nr(nr, bits);
 	if (bits != 0) {
 		sqe = io_uring_get_sqe(&uw->ring);
 		if (!sqe) {
@@ -392,7 +397,7 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 			 * goes.) */
 			if (poked)
 				up__uw_poke_end(&uw->ring);
-			return up__futex_wake(word, nr, syscalls);
+			return up__futex_wake(word, nr_any, syscalls);
 		}
 		uw_prep_futex(sqe, UP__IORING_OP_FUTEX_WAKE, word, nr, UW_TAG(0, UW_WAKE));
 		sqe->addr3 = bits;
@@ -408,7 +413,7 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 			int r = up__uw_enter(uw, 0, 0, 0, NULL, syscalls);
 
 			if (r < 0)
-				return up__futex_wake(word, nr, syscalls);
+				return up__futex_wake(word, nr_any, syscalls);
 		}
 	} else {
 		int r = up__uw_enter(uw, up__uw_sq_publish(uw), 0, 0, NULL, syscalls);
@@ -423,7 +428,7 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 			/* An SQE left queued goes out with the next enter (a
 			 * harmless extra wake); wake now by hand, every bit, so
 			 * the sleeper does not wait for that. */
-			return up__futex_wake(word, nr, syscalls);
+			return up__futex_wake(word, nr_any, syscalls);
 		}
 		/* Without SQPOLL the wake and the pokes ran inline; a failed
 		 * one's CQE is already there, so errors surface on this very
@@ -434,7 +439,7 @@ static int ring_wake(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t nr,
 		if (uw->poke_err) {
 			uw->poke_err = 0;
 			if (bits != UP_FUTEX_BITS_ANY)
-				return up__futex_wake(word, nr, syscalls);
+				return up__futex_wake(word, nr_any, syscalls);
 		}
 	}
 	err = uw->wake_err;
@@ -474,7 +479,7 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 	int r;
 
 	if (!tr)
-		return up__futex_wake(word, nr, syscalls);
+		return up__futex_wake(word, line ? UP_WAKE_ALL : nr, syscalls);
 	tring_enter(tr);
 	r = ring_wake(tr, word, nr, line, syscalls);
 	tring_leave(tr);

@@ -124,9 +124,24 @@ run wake_open_mutant1   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT
 run wake_open_mutant2   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=2
 run wake_open_mutant4   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=4
 run wake_open_mutant5   wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DNOCLOSE -DMUTANT=5
+section "== the same with a poll-mode end of the writers' process: pokes, parking, futex bits"
+run wake_poll_w1_i3     wake.pml pass -DNR=2 -DNW=1 -DITEMS=3 -DPOLLER
+run wake_poll_open_w1_i3 wake.pml pass -DNR=2 -DNW=1 -DITEMS=3 -DPOLLER -DNOCLOSE
+run wake_poll_open_w2_i1 wake.pml pass -DNR=2 -DNW=2 -DITEMS=1 -DPOLLER -DNOCLOSE
+run wake_poll_open_FENCED wake.pml pass -DNR=2 -DNW=1 -DITEMS=3 -DPOLLER -DNOCLOSE -DBROKEN -DFENCED
+run wake_poll_open_BROKEN wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DPOLLER -DNOCLOSE -DBROKEN
+run wake_poll_pmutant1  wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DPOLLER -DNOCLOSE -DPMUTANT=1
+run wake_poll_pmutant2  wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DPOLLER -DNOCLOSE -DPMUTANT=2
+# The poll-mode end alone (NR=1): nobody else reads what it sleeps through.
+run wake_poll_solo_w1_i3 wake.pml pass -DNR=1 -DNW=1 -DITEMS=3 -DPOLLER -DNOCLOSE
+run wake_poll_solo_w2_i2 wake.pml pass -DNR=1 -DNW=2 -DITEMS=2 -DPOLLER -DNOCLOSE
+run wake_poll_pmutant3  wake.pml fail -DNR=1 -DNW=1 -DITEMS=3 -DPOLLER -DNOCLOSE -DPMUTANT=3
+run wake_poll_pmutant4  wake.pml fail -DNR=1 -DNW=1 -DITEMS=3 -DPOLLER -DNOCLOSE -DPMUTANT=4
+run wake_poll_pmutant5  wake.pml fail -DNR=2 -DNW=1 -DITEMS=3 -DPOLLER -DNOCLOSE -DPMUTANT=5
 if [ "${MODEL_BIG:-0}" = 1 ]; then
 	run wake_w2_i2      wake.pml pass -DNR=2 -DNW=2 -DITEMS=2
 	run wake_w2_i1_FENCED wake.pml pass -DNR=2 -DNW=2 -DITEMS=1 -DBROKEN -DFENCED
+	run wake_poll_w2_i1 wake.pml pass -DNR=2 -DNW=2 -DITEMS=1 -DPOLLER
 fi
 section "== publish protocol (core/writer.c, core/reader.c): merge vs retire"
 run publish_s2_p2_b5    publish.pml pass

@@ -46,6 +46,28 @@
  * once and goes away would, leaving the rest to the others. MUTANT 4 drops
  * the chain wake, MUTANT 5 the clearing after a wake; both must fail.
  *
+ * POLLER: reader NR-1 is instead a poll-mode end of the writers' own
+ * process (core/poll.c, uring/poll_ring.c): it reads until it finds
+ * nothing, arms (announced in nwait and npoll, a FUTEX_WAIT of bit POLL
+ * queued, its entry in the poke table), waits for its fd to turn readable,
+ * and disarms (entry out under the table's lock, no longer announced, the
+ * CQ reaped; a wait that is still queued stays parked, and the next arm
+ * takes it up). With a blocking reader beside it (NR 2), its loop may stop
+ * for good after a read (with the chain wake up_read() makes) or when its
+ * fd turned readable (still armed): the blocking reader, which then never
+ * stops, must get the rest. With NR 1 it is alone and never stops. A wake takes the table's lock (or finds it busy and goes
+ * on without), pokes the entry once per arm (the fd readable at once),
+ * counts it as found, and makes no FUTEX_WAKE when found == nwait; else its
+ * bits are SLEEP when found == npoll, which a wait of bit POLL does not
+ * match, or every bit, and then it wakes all. PMUTANT 1: the parked wait matches every bit;
+ * PMUTANT 2: the FUTEX_WAKE is left out whenever something was poked;
+ * PMUTANT 3: a parked wait is taken up even after it completed (its CQE
+ * reaped); PMUTANT 4: it is taken up though seq moved since the arm loaded
+ * it (a queued wait compares nothing, so the arm compares for it, as a
+ * FUTEX_WAIT would); PMUTANT 5: a wake of every bit stays a wake for one
+ * when npoll, loaded earlier, was 0. Each strands a sleeper and must
+ * fail.
+ *
  * Simplification: ready() (rd_ready) is evaluated in one step. In wait.c it
  * is a few seq_cst loads of monotone words (pos, head, len, writers); the
  * handshake argument only needs that it runs after the sleeper's nwait
@@ -67,6 +89,15 @@
 #ifndef MAXSPUR
 #define MAXSPUR 1
 #endif
+#ifndef PMUTANT
+#define PMUTANT 0
+#endif
+/* Blocking readers: all but the poll-mode end (POLLER, with NR 1: alone). */
+#ifdef POLLER
+#define NBLOCK (NR - 1)
+#else
+#define NBLOCK NR
+#endif
 /* Deliberate bugs, to show that the check has teeth (run_model.sh expects
  * each to fail): 1 = the sleeper clears pending before it reads seq;
  * 2 = it never clears pending; 3 = it re-checks before announcing itself. */
@@ -79,6 +110,11 @@ byte seq;          /* the futex word (wraps harmlessly: byte arithmetic) */
 byte nwait;        /* sleepers announced */
 bit  pending;      /* a waker bumped seq and no sleeper has cleared it */
 bit  inq[NR];      /* futex wait queue: reader i is blocked in futex_wait */
+byte npoll;        /* of nwait, the armed poll-mode end */
+/* The poll-mode end (POLLER): its FUTEX_WAIT queued (bit POLL), its CQ not
+ * empty (the fd readable), its poke-table entry and whether this arm was
+ * poked, the table's lock, and whether its wait is parked. */
+bit  pq, pcq, pentry, ppoked, pmu, pparked;
 
 /* the stream */
 byte prog[NW];     /* items published by each writer (visible values) */
@@ -148,6 +184,23 @@ inline membarrier()
  * ALL = 1 wakes every blocked reader, else one of them (any). A wake for
  * all goes out even when pending is set: the wake in flight may be for one
  * reader only (MUTANT 6 lets pending swallow it; that must fail). */
+#ifdef POLLER
+#define BITS_NONE  0
+#define BITS_SLEEP 1
+#define BITS_ANY   2
+/* A FUTEX_WAKE of @bits ends the poll-mode end's queued wait? Its wait is
+ * bit POLL (PMUTANT 1: every bit). */
+#if PMUTANT == 1
+#define PQ_MATCH(bits) (pq && bits != BITS_NONE)
+#else
+#define PQ_MATCH(bits) (pq && bits == BITS_ANY)
+#endif
+#define PQ_END pq = 0; pcq = 1
+#else
+#define PQ_MATCH(bits) false
+#define PQ_END skip
+#endif
+
 inline wake_line(w, ALL)
 {
 	if
@@ -161,23 +214,88 @@ inline wake_line(w, ALL)
 		:: old == 0 ->
 #endif
 			atomic { DRAINED(w) -> seq++ }
+#ifdef POLLER
+			/* wake_line_slow(): a poll-mode end armed: every one. */
+			all = ALL || npoll != 0;
+			/* ring_wake(): the table's lock tried; the pokes, the
+			 * count of what they found, and nwait and npoll loaded
+			 * under it (up__uw_poke_begin()). */
+			atomic {
+				if
+				:: pmu == 0 ->
+					pmu = 1; locked = 1;
+					found = 0;
+					if
+					:: pentry ->
+						if
+						:: !ppoked -> ppoked = 1; pcq = 1
+						:: else -> skip
+						fi;
+						found = 1
+					:: else -> skip
+					fi;
+					if
+#if PMUTANT == 2
+					:: found != 0 -> bits = BITS_NONE
+#else
+					:: found != 0 && nwait == found -> bits = BITS_NONE
+#endif
+					:: else ->
+						if
+						:: npoll == found -> bits = BITS_SLEEP
+						:: else -> bits = BITS_ANY
+						fi
+					fi
+				:: else ->
+					locked = 0;
+					if
+					:: npoll == 0 -> bits = BITS_SLEEP
+					:: else -> bits = BITS_ANY
+					fi
+				fi
+			}
+			/* A wake of every bit can end a poll-mode end's wait,
+			 * whose loop may not act on it: it is for all (PMUTANT
+			 * 5: not). */
+#if PMUTANT != 5
+			if
+			:: bits == BITS_ANY -> all = 1
+			:: else -> skip
+			fi;
+#endif
+#else
+			all = ALL;
+			bits = 1;
+#endif
 			atomic {                        /* FUTEX_WAKE */
 				if
-				:: ALL ->
+				:: bits == 0 -> skip  /* the pokes reach every sleeper */
+				:: all ->
 					i = 0;
 					do
 					:: i < NR -> inq[i] = 0; i++
 					:: else -> break
-					od
+					od;
+					if
+					:: PQ_MATCH(bits) -> PQ_END
+					:: else -> skip
+					fi
 				:: else ->  /* exactly one, if any is blocked: either */
 					if
 					:: inq[0] -> inq[0] = 0
 					:: inq[NR - 1] -> inq[NR - 1] = 0
+					:: PQ_MATCH(bits) -> PQ_END
 					:: else -> skip
 					fi
 				fi;
 				i = 0
 			}
+#ifdef POLLER
+			if
+			:: locked -> pmu = 0
+			:: else -> skip
+			fi
+#endif
 		:: else -> skip                 /* a wake is in flight */
 		fi
 	fi
@@ -186,8 +304,8 @@ inline wake_line(w, ALL)
 proctype Writer(byte w)
 {
 	byte n = 0;
-	bit old;
-	byte i;
+	bit old, all, locked;
+	byte i, found, bits;
 
 	do
 	:: n < ITEMS ->
@@ -220,8 +338,8 @@ end_mon:
 proctype Reader(byte id)
 {
 	byte s;
-	bit wsnap, got, r, old, k_;
-	byte spur = 0, i;
+	bit wsnap, got, r, old, k_, all, locked;
+	byte spur = 0, i, found, bits;
 
 read:	/* up__ring_read(): load writers, then read under the lock */
 	wsnap = (writers != 0);
@@ -234,7 +352,11 @@ read:	/* up__ring_read(): load writers, then read under the lock */
 	if
 	:: got -> 
 		if
+#ifndef POLLER
 		:: id == 0 ->                   /* stop here, for good */
+#else
+		:: false ->                     /* the poll-mode end stops */
+#endif
 #if MUTANT != 4
 			/* chain_wake(): sleepers, and data left behind */
 			if
@@ -301,6 +423,107 @@ done:
 	skip
 }
 
+#ifdef POLLER
+/*
+ * The poll-mode end: up_read() until -EAGAIN (which looks at a parked wait:
+ * up__ring_parked_look()), up_poll_arm(), the event loop's wait for the fd,
+ * and the next up_read()'s disarm. No chain wake: it reads until it finds
+ * nothing.
+ */
+proctype Poller()
+{
+	byte s;
+	bit wsnap, got, r, k_, old, all, locked;
+	byte i, found, bits;
+
+read:
+	wsnap = (writers != 0);
+	atomic {
+		if
+		:: consumed < PUBLISHED -> consumed++; got = 1
+		:: else -> got = 0
+		fi
+	}
+	if
+	:: got ->
+		if
+		:: goto read
+		:: NBLOCK > 0 ->                /* its loop stops, for good */
+			if
+			:: nwait != 0 && consumed < PUBLISHED -> wake_line(0, 0)
+			:: else -> skip
+			fi;
+			goto done
+		fi
+	:: !got && !wsnap ->
+		assert(consumed == TOTAL);
+		goto done
+	:: else -> skip
+	fi;
+	/* -EAGAIN: a parked wait that completed is let go, its CQE reaped. */
+	atomic {
+		if
+		:: pparked && !pq -> pparked = 0; pcq = 0
+		:: else -> skip
+		fi
+	}
+	/* up__ring_arm(): as a sleeper announces, npoll before nwait. */
+	s = seq;
+	pending = 0;
+	npoll++;
+	nwait++;
+#if defined(BROKEN) && defined(FENCED)
+	membarrier();
+#endif
+	r = READY;
+	if
+	:: r -> nwait--; npoll--; goto read
+	:: else -> skip
+	fi;
+	/* ops->arm: take up the parked wait, or let it go and queue anew. */
+	atomic {
+		if
+#if PMUTANT == 3
+		:: pparked -> pparked = 0; pcq = 0
+#elif PMUTANT == 4
+		:: pparked && pq -> pparked = 0
+#else
+		:: pparked && pq && seq == s -> pparked = 0
+#endif
+		:: else ->
+			pparked = 0; pq = 0; pcq = 0;   /* cancelled and reaped */
+			if
+			:: seq != s -> pcq = 1          /* -EAGAIN completion */
+			:: else -> pq = 1
+			fi
+		fi
+	}
+	atomic { pmu == 0 -> pentry = 1; ppoked = 0 }   /* poke_add() */
+#ifdef NOCLOSE
+end_wait:
+#endif
+	pcq == 1;                                      /* epoll_wait() */
+	if
+	:: true -> skip
+	:: NBLOCK > 0 -> goto done      /* a loop that never comes back, armed */
+	fi;
+	/* The next up_read(): disarm. */
+	atomic { pmu == 0 -> pentry = 0 }               /* poke_del() */
+	atomic {
+		pcq = 0;                                /* reaped */
+		if
+		:: pq -> pparked = 1                    /* nothing completed */
+		:: else -> pparked = 0
+		fi
+	}
+	nwait--;
+	npoll--;
+	goto read;
+done:
+	skip
+}
+#endif
+
 init
 {
 	byte i;
@@ -318,8 +541,11 @@ init
 		od;
 		i = 0;
 		do
-		:: i < NR -> run Reader(i); i++
+		:: i < NBLOCK -> run Reader(i); i++
 		:: else -> break
-		od
+		od;
+#ifdef POLLER
+		run Poller()
+#endif
 	}
 }

@@ -100,6 +100,11 @@ int up__ring_poll_arm(struct up_end *e)
 
 	if (!e->waker->ops->arm)
 		return -EOPNOTSUPP;
+	/* Whatever this returns, a parked wait that completed is let go here,
+	 * so that the fd does not stay readable (an arm that goes on may then
+	 * take an intact one up). */
+	if (e->parked)
+		up__ring_parked_look(e);
 	/* A reader of regular messages that asked for it (UP_EARLY_POLL;
 	 * early.c, the early wake): in its window the fd turns readable at
 	 * once, with nothing announced, so that the writer makes no wake and
@@ -160,6 +165,7 @@ int up__ring_poll_arm(struct up_end *e)
 		nfds = e->npeer;
 	}
 	e->waker->on_line = e->armed_on == UP_ARMED_ON_LINE;
+	e->waker->may_park = e->waker->on_line && (e->flags & UP_RD);
 	e->parked = false; /* the arm takes it up or lets it go */
 	r = e->waker->ops->arm(e->waker, word, s, e->peer_pidfds, nfds, &sc);
 	e->waker->early_ns = 0;
@@ -185,8 +191,8 @@ int up__ring_poll_arm(struct up_end *e)
  * armed but parked, and a call about to return -EAGAIN asks the backend
  * again (up__ring_parked_look()), which lets the parked wait go once
  * something of it completed, so that the fd does not stay readable for a
- * loop that reads until -EAGAIN. The next up_poll_arm() may take it up (no
- * submission).
+ * loop that reads until -EAGAIN; so does every up_poll_arm(), which may
+ * also take it up (no submission). Only readers park (waker.may_park).
  */
 void up__ring_parked_look(struct up_end *e)
 {
@@ -209,10 +215,11 @@ void up__ring_disarm(struct up_end *e)
 
 	if (!e->armed)
 		return;
-	if (e->armed == UP_ARMED_POLL)
+	if (e->armed == UP_ARMED_POLL) {
 		peer = e->waker->ops->disarm(e->waker, &sc);
+		e->parked = peer == 2;
+	}
 	e->armed = UP_ARMED_NONE;
-	e->parked = peer == 2;
 	up__announce_mark(e, UP_ARMED_LINE_NONE);
 	arm_on = e->armed_on;
 	e->armed_on = UP_ARMED_ON_LINE;

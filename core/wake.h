@@ -137,6 +137,10 @@ struct up__waker {
 	 * (the backend's disarm then returns 2, until it is taken up again
 	 * or let go). */
 	bool on_line;
+	/* Set before an arm (poll.c): a reader's wait on a line, which the
+	 * backend may park. A writer's is not parked: an idle writer makes no
+	 * call that would reap what a parked wait posts later. */
+	bool may_park;
 };
 
 /* The plain futex(2) backend (core/wake_futex.c). Returns NULL on ENOMEM. */

@@ -635,6 +635,114 @@ out:
 	up_pipe_release(p);
 }
 
+/*
+ * An arm that finds data returns 1 and arms nothing; it must still let go
+ * of a parked wait that completed meanwhile, or the fd stays readable for
+ * a loop that, having been told to read, reads exactly what it wanted and
+ * makes no call that finds nothing.
+ */
+static void arm_that_finds_data_lets_a_completed_park_go(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	char buf[16];
+	int fd;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	r = open_nb(p, UP_RD);
+	CHECK_OK(up_open(p, UP_WR, &w));
+	fd = pollfd_or_skip(r);
+	if (!backend_is_io_uring(p, __func__))
+		goto out;
+	CHECK_EQ(up_poll_arm(r), 0);
+	CHECK_EQ(up_write(w, "a", 1), 1);
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	CHECK_EQ(up_read(r, buf, 1), 1);
+	CHECK(r->parked);
+	syscall(SYS_futex, &p->ln->rd_wait.seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	CHECK_EQ(up_write(w, "b", 1), 1);
+	CHECK_EQ(up_poll_arm(r), 1);
+	CHECK(!r->parked);
+	CHECK_EQ(wait_fd(fd, 0), 0);
+	CHECK_EQ(up_read(r, buf, 1), 1);
+out:
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/*
+ * A poll-mode writer woken by a reader of its own process is not parked: an
+ * idle writer makes no call that finds nothing, so what a parked wait posted
+ * later (its tick) would leave its fd readable for good.
+ */
+static void woken_writer_parks_nothing(void)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	static char big[1 << 16];
+	int fd;
+
+	up_config_init(&cfg);
+	cfg.capacity = 64 * 1024;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	r = open_nb(p, UP_RD);
+	w = open_nb(p, UP_WR);
+	fd = pollfd_or_skip(w);
+	if (!backend_is_io_uring(p, __func__))
+		goto out;
+	while (up_write(w, big, sizeof(big)) > 0)
+		;
+	CHECK_EQ(up_poll_arm(w), 0);
+	while (up_read(r, big, sizeof(big)) > 0)
+		;
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	CHECK(up_write(w, big, 4096) == 4096);
+	CHECK(!w->parked);
+	CHECK_EQ(wait_fd(fd, 0), 0);
+out:
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/*
+ * An arm older than the park window (UW_PARK_NS, 6.25 ms) would not be taken
+ * up, so its wake is no reason to leave the FUTEX_WAKE out: the wake ends its
+ * wait, and the disarm parks nothing (a parked wait there would cost the next
+ * arm a cancel). The arm ages on the clock; nothing waits on it.
+ */
+static void old_arm_gets_its_futex_wake(void)
+{
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	char buf[16];
+	uint64_t t0;
+	int fd;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	r = open_nb(p, UP_RD);
+	CHECK_OK(up_open(p, UP_WR, &w));
+	fd = pollfd_or_skip(r);
+	if (!backend_is_io_uring(p, __func__))
+		goto out;
+	CHECK_EQ(up_poll_arm(r), 0);
+	t0 = harness_now_ns();
+	while (harness_now_ns() - t0 < 10000000ull)
+		CHECK_EQ(poll(NULL, 0, 1), 0);
+	CHECK_EQ(up_write(w, "a", 1), 1);
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 1);
+	CHECK(!r->parked);
+	CHECK_EQ(wait_fd(fd, 0), 0);
+out:
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 /* In a child process: close the copies of the parent's @ninh ends @inh (ends
  * of its own since the fork, which its death would leave to be reaped too),
  * attach @p, open an end of @role in poll mode, arm it (a writer first finds
@@ -1284,6 +1392,9 @@ int main(int argc, char **argv)
 	RUN(armed_reader_does_not_swallow_a_wake);
 	RUN(rearm_after_a_poke_takes_up_the_wait);
 	RUN(parked_wait_takes_no_wake_for_one);
+	RUN(arm_that_finds_data_lets_a_completed_park_go);
+	RUN(woken_writer_parks_nothing);
+	RUN(old_arm_gets_its_futex_wake);
 	RUN(small_write_disarms_the_writer);
 	RUN(poll_writer_waits_for_the_lock);
 	RUN(blocked_writer_is_not_left_behind_a_poller);

@@ -11,8 +11,8 @@
  * the CQ is empty whenever the end is neither armed nor parked (disarm
  * reaps everything, its cancel included, and arm drops any leftover
  * first), or the fd would stay readable and the event loop spin; what a
- * parked wait posts is reaped by the end's next call that finds nothing
- * (up__uw_disarm() again) or its next arm. It also polls writable (POLLOUT)
+ * parked wait (a reader's only) posts is reaped by the end's next call that
+ * finds nothing or its next up_poll_arm() (up__uw_disarm() again). It also polls writable (POLLOUT)
  * whenever its SQ has room, which means nothing here: loops wait for POLLIN.
  * Kept apart from the thread's ring, no completion of one mode is mistaken
  * for the other's, and an event loop thread's sleeps do not touch it.
@@ -60,7 +60,8 @@
  *    waking a reader that does not run cannot fill its CQ;
  *  - the waker only tries the lock: a wake never waits for a registration,
  *    and a signal handler's wake on a thread that holds it cannot deadlock.
- *    A wake that finds the lock busy is the FUTEX_WAKE alone, as before.
+ *    A wake that finds the lock busy is a FUTEX_WAKE alone, of every bit
+ *    when an end is in poll mode (wake.h, up__wake_bits()).
  * Only ends on the same mapping of the segment share a word's address;
  * others (another attach of the memfd, another process) are not found and
  * keep the FUTEX_WAKE alone. The table is this process's: a forked child
@@ -72,6 +73,12 @@ struct uw_poke {
 	_Atomic uint32_t *word; /* NULL: a free entry */
 	int fd;
 	bool poked;
+	/* Until when its wait would be parked by a disarm and taken up by the
+	 * next arm (CLOCK_MONOTONIC ns; 0: never). Only such an entry counts
+	 * as found (up__uw_poke_begin()): for another, the FUTEX_WAKE still
+	 * goes out and ends its wait, which its disarm would otherwise have
+	 * to cancel. */
+	uint64_t park_until;
 };
 
 static pthread_mutex_t poke_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -116,6 +123,7 @@ static void poke_add(struct uring_waker *uw, _Atomic uint32_t *word)
 		pokes[i].word = word;
 		pokes[i].fd = uw->pring->ring_fd;
 		pokes[i].poked = false;
+		pokes[i].park_until = uw->pparkable ? uw->parm_ns + UW_PARK_NS : 0;
 		uw->poke_slot = i;
 		uw->poke_gen = up__live_gen();
 		/* relaxed: a hint; the entry itself is read under poke_mu. */
@@ -146,6 +154,7 @@ int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr
 {
 	unsigned room;
 	uint32_t found = 0;
+	uint64_t now = 0;
 	int i, n = 0;
 
 	/* relaxed: a hint; a registration it misses was made after this
@@ -163,8 +172,12 @@ int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr
 
 		if (pokes[i].word != word)
 			continue;
+		if (pokes[i].park_until != 0 && now == 0)
+			now = up__now_ns();
 		if (pokes[i].poked) {
-			found++; /* its CQE is there since an earlier wake */
+			/* Its CQE is there since an earlier wake. */
+			if (pokes[i].park_until > now)
+				found++;
 			continue;
 		}
 		if ((uint32_t)n >= nr || (unsigned)n + 1 >= room)
@@ -179,7 +192,8 @@ int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr
 		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 		sqe->user_data = UW_TAG(i, UW_POKE);
 		pokes[i].poked = true;
-		found++;
+		if (pokes[i].park_until > now)
+			found++;
 		n++;
 	}
 	/* Under the lock: no end found can leave its line meanwhile (its
@@ -382,7 +396,7 @@ static bool pring_take_parked(struct uring_waker *uw, _Atomic uint32_t *word, ui
 	int peer = 0;
 
 	if (!uw->pparked || uw->pword != word || uw->pthread != &pring_self || npeer != 0 ||
-	    uw->base.early_ns != 0 || !uw->base.on_line ||
+	    uw->base.early_ns != 0 || !uw->base.may_park ||
 	    up__now_ns() - uw->parm_ns > UW_PARK_NS)
 		return false;
 	/* A queued wait compares nothing: compare for it, as a FUTEX_WAIT
@@ -486,7 +500,7 @@ int up__uw_arm(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	uw->parm_ns = up__now_ns();
 	uw->pword = word;
 	uw->pthread = &pring_self;
-	uw->pparkable = w->on_line && npeer == 0 && !(tick && w->early_ns != 0);
+	uw->pparkable = w->may_park && npeer == 0 && !(tick && w->early_ns != 0);
 	poke_add(uw, word);
 	return 0;
 }

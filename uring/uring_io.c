@@ -200,7 +200,8 @@ unsigned up__uw_cq_reap(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 
 		if (kind == UW_POKE) {
 			/* Only failed pokes post a CQE (CQE_SKIP_SUCCESS); the
-			 * wake that sent it then wakes the futex for all. */
+			 * wake that sent it then wakes every bit, unless its
+			 * FUTEX_WAKE already did (ring_wake()). */
 			uw->poke_err = 1;
 			continue;
 		}

@@ -12,8 +12,9 @@
  * reaps everything, its cancel included, and arm drops any leftover
  * first), or the fd would stay readable and the event loop spin; what a
  * parked wait (a reader's only) posts is reaped by the end's next call that
- * finds nothing or its next up_poll_arm() (up__uw_disarm() again). It also polls writable (POLLOUT)
- * whenever its SQ has room, which means nothing here: loops wait for POLLIN.
+ * finds nothing or its next up_poll_arm() (up__uw_disarm() again). It also
+ * polls writable (POLLOUT) whenever its SQ has room, which means nothing
+ * here: loops wait for POLLIN.
  * Kept apart from the thread's ring, no completion of one mode is mistaken
  * for the other's, and an event loop thread's sleeps do not touch it.
  * Arming does not sleep; the caller has announced itself on the wait line
@@ -385,11 +386,11 @@ static int pring_begin(struct up__waker *w, uint64_t *syscalls, struct io_uring_
 /* Take up a parked wait as this arm's: it waits on @word, which still
  * holds @expect, nothing of it has completed, this thread submitted it,
  * and this arm would submit the same (no pidfd, no early wake), but for its
- * tick, which runs from the
- * first arm: it is taken up only in the first UW_PARK_NS of it, so that
- * the tick still ends only a wait of most of a slice (an arm of a wait
- * that lasts less never turns readable without a cause). A completion that
- * comes after this look makes the fd readable, as for any arm. */
+ * tick, which runs from the first arm: it is taken up only in the first
+ * UW_PARK_NS of it, so that the tick still ends only a wait of most of a
+ * slice (an arm of a wait that lasts less never turns readable without a
+ * cause). A completion that comes after this look makes the fd readable,
+ * as for any arm. */
 static bool pring_take_parked(struct uring_waker *uw, _Atomic uint32_t *word, uint32_t expect,
 			      int npeer)
 {

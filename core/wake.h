@@ -119,7 +119,7 @@ struct up__wake_ops {
  * waker never needs a lock). The backend allocates a larger struct that
  * begins with this one. What it sleeps and wakes with may be the calling
  * thread's, not the endpoint's: the io_uring backend waits and wakes on a
- * ring of the calling thread (uring/wake_uring.c), so a waker holds no fd
+ * ring of the calling thread (uring/tring.c), so a waker holds no fd
  * until pollfd() makes the endpoint's one.
  */
 struct up__waker {

@@ -5,8 +5,10 @@
  * state, and the functions one uring/ file offers the others.
  *
  * Layers, each calling only those below it (and core/):
- *   wake_uring.c  the waker: construction, probe and self-test, the ops
+ *   wake_uring.c  the waker: construction, wait, wake, the ops
  *   poll_ring.c   poll mode: an end's own ring, whose fd is the pollfd
+ *   tring.c       the calling thread's rings: made, probed, self-tested,
+ *                 found, freed
  *   sq_anchor.c   the process's one SQPOLL thread
  *   uring_io.c    a thread's ring: setup, SQ publish, enter, CQ reap,
  *                 cancel
@@ -95,7 +97,7 @@ enum uw_kind {
 /*
  * A ring that sleeps and wakes: one per thread and flavour (plain, SQPOLL),
  * made at the thread's first wait or wake that needs it and freed by a
- * pthread key destructor at its exit (wake_uring.c, tring_get()). Only its
+ * pthread key destructor at its exit (tring.c, tring_get()). Only its
  * own thread touches it, one call at a time: @busy is set for the length of
  * a wait or a wake, and a call that finds it set (a signal handler that
  * calls into the library while the thread sleeps or wakes) goes to
@@ -114,7 +116,7 @@ struct uw_ring {
 	int broken;
 	int busy;      /* in a wait or a wake; see [u-reenter] */
 	pid_t owner;   /* process that made it (see uw_destroy()) */
-	struct uw_ring *next, *prev; /* the process's rings (wake_uring.c) */
+	struct uw_ring *next, *prev; /* the process's rings (tring.c) */
 };
 
 /*
@@ -174,6 +176,13 @@ void up__uw_cancel(struct uw_ring *uw, uint64_t gen, unsigned *inflight,
 void up__uw_drain_wakes(struct uw_ring *uw);
 int up__uw_probe_ok(struct io_uring *ring);
 int up__uw_selftest_ok(struct uw_ring *uw);
+
+/* tring.c: the calling thread's rings. */
+struct uw_ring *up__tring_pick(const struct uring_waker *uw);
+void up__tring_enter(struct uw_ring *tr);
+void up__tring_leave(struct uw_ring *tr);
+bool up__tring_usable(int sqpoll);
+void up__tring_drain_sqpoll(void);
 
 /* poll_ring.c: poll mode (the ops' pollfd/arm/disarm). */
 int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls);

@@ -118,6 +118,20 @@ static int pollfd_or_skip(struct up_end *e)
 	return fd;
 }
 
+/* A pipe of 64 KiB, which a few writes fill; @page_size 0: the default. */
+static struct up_pipe *small_pipe(size_t page_size)
+{
+	struct up_config cfg;
+	struct up_pipe *p;
+
+	up_config_init(&cfg);
+	cfg.capacity = 64 * 1024;
+	if (page_size)
+		cfg.page_size = page_size;
+	CHECK_OK(up_pipe_create(&cfg, &p));
+	return p;
+}
+
 /* The cases that need the io_uring backend say so and skip on another. */
 static bool backend_is_io_uring(struct up_pipe *p, const char *fn)
 {
@@ -679,15 +693,12 @@ out:
  */
 static void woken_writer_parks_nothing(void)
 {
-	struct up_config cfg;
 	struct up_pipe *p;
 	struct up_end *r, *w;
 	static char big[1 << 16];
 	int fd;
 
-	up_config_init(&cfg);
-	cfg.capacity = 64 * 1024;
-	CHECK_OK(up_pipe_create(&cfg, &p));
+	p = small_pipe(0);
 	r = open_nb(p, UP_RD);
 	w = open_nb(p, UP_WR);
 	fd = pollfd_or_skip(w);
@@ -819,7 +830,6 @@ static void reader_wakes_on_eof(void)
 
 static void writer_wakes_on_room(void)
 {
-	struct up_config cfg;
 	struct up_pipe *p;
 	struct up_end *r, *w;
 	struct actor a;
@@ -827,9 +837,7 @@ static void writer_wakes_on_room(void)
 	ssize_t n, total = 0;
 	int fd;
 
-	up_config_init(&cfg);
-	cfg.capacity = 64 * 1024;
-	CHECK_OK(up_pipe_create(&cfg, &p));
+	p = small_pipe(0);
 	CHECK_OK(up_open(p, UP_RD, &r));
 	w = open_nb(p, UP_WR);
 	fd = pollfd_or_skip(w);
@@ -853,15 +861,11 @@ static void writer_wakes_on_room(void)
  * like any other call on the end, also on the lone writer's short way. */
 static void small_write_disarms_the_writer(void)
 {
-	struct up_config cfg;
 	struct up_pipe *p;
 	struct up_end *r, *w;
 	static char big[1 << 16];
 
-	up_config_init(&cfg);
-	cfg.capacity = 64 * 1024;
-	cfg.page_size = 4096;
-	CHECK_OK(up_pipe_create(&cfg, &p));
+	p = small_pipe(4096);
 	CHECK_OK(up_open(p, UP_RD, &r));
 	w = open_nb(p, UP_WR);
 	pollfd_or_skip(w);
@@ -1261,7 +1265,6 @@ static void poll_writers_under_contention(void)
 
 static void writer_wakes_on_dead_reader_process(void)
 {
-	struct up_config cfg;
 	struct up_pipe *p;
 	struct up_end *w;
 	static char big[1 << 16];
@@ -1269,9 +1272,7 @@ static void writer_wakes_on_dead_reader_process(void)
 	pid_t child;
 	char c;
 
-	up_config_init(&cfg);
-	cfg.capacity = 64 * 1024;
-	CHECK_OK(up_pipe_create(&cfg, &p));
+	p = small_pipe(0);
 	CHECK_SYS(pipe(go));
 	child = fork();
 	CHECK(child >= 0);

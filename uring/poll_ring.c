@@ -170,15 +170,15 @@ int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr
 	room = io_uring_sq_space_left(ring);
 	for (i = 0; i < UW_POKE_MAX; i++) {
 		struct io_uring_sqe *sqe;
+		bool counts;
 
 		if (pokes[i].word != word)
 			continue;
 		if (pokes[i].park_until != 0 && now == 0)
 			now = up__now_ns();
+		counts = pokes[i].park_until > now;
 		if (pokes[i].poked) {
-			/* Its CQE is there since an earlier wake. */
-			if (pokes[i].park_until > now)
-				found++;
+			found += counts; /* its CQE is there since an earlier wake */
 			continue;
 		}
 		if ((uint32_t)n >= nr || (unsigned)n + 1 >= room)
@@ -193,8 +193,7 @@ int up__uw_poke_begin(struct io_uring *ring, _Atomic uint32_t *word, uint32_t nr
 		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 		sqe->user_data = UW_TAG(i, UW_POKE);
 		pokes[i].poked = true;
-		if (pokes[i].park_until > now)
-			found++;
+		found += counts;
 		n++;
 	}
 	/* Under the lock: no end found can leave its line meanwhile (its

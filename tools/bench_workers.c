@@ -24,6 +24,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -302,6 +303,12 @@ out:
 
 void bench_worker_main(struct worker *w)
 {
+	char name[16];
+
+	/* Named by role and transport, so that a profile of a whole --bench
+	 * (perf report --sort comm) splits by what each thread measured. */
+	snprintf(name, sizeof(name), "%c:%s", w->writer ? 'w' : 'r', bench_tname[w->sh->t]);
+	(void)prctl(PR_SET_NAME, name);
 	/* A failed set-up still passes the start line, or the others would
 	 * wait there for ever; it then reads or writes nothing. */
 	if (!is_up(w->sh->t) && bench_kernel_thread_init(w) < 0) {

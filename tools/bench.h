@@ -11,6 +11,7 @@
  *   bench_kernel.c  the kernel transports --vs adds: a pipe driven by io_uring,
  *                   a vmsplice() writer, AF_UNIX and TCP stream sockets;
  *   bench_sparse.c  --sparse: write-to-read latency of sparse 64-byte messages;
+ *   bench_sparse_out.c  what --sparse prints for each gap;
  *   bench_run.c     one run (set-up, watchdog, results), calibration, and
  *                   every size of one writers x readers configuration;
  *   bench_proc.c    --processes: one run with every worker a process, the
@@ -310,6 +311,26 @@ void bench_kernel_probe(const struct opts *o, struct env *env);
 /* --sparse: every gap, alternating transports and readers per round; prints
  * the table or the JSON. Exits 1 when a run fails. */
 void bench_sparse(const struct opts *o, const struct env *env);
+
+/* ------------------------------------------------------- bench_sparse_out.c */
+
+enum { SP_RD_BLOCK, SP_RD_EPOLL, SP_RD_COUNT };
+
+/* One transport and reader at one gap: per round, the latency's p50, p99
+ * and max (us), the reader's CPU share, and the p50s of the writer's call
+ * and of an epoll reader's two parts (bench_sparse_out.c says which);
+ * below 0 where a round had none. */
+struct sp_cell {
+	double p50[MAX_REPEAT], p99[MAX_REPEAT], max[MAX_REPEAT], cpu[MAX_REPEAT];
+	double wcall[MAX_REPEAT], wake[MAX_REPEAT], take[MAX_REPEAT];
+};
+
+extern const enum transport bench_sp_order[T_COUNT];
+extern const char *const bench_sp_rd_name[SP_RD_COUNT];
+void bench_sp_print_gap(const struct opts *o, unsigned gap, unsigned nmsg,
+			struct sp_cell (*c)[SP_RD_COUNT]);
+void bench_sp_json_gap(const struct opts *o, unsigned gap, unsigned nmsg,
+		       struct sp_cell (*c)[SP_RD_COUNT], bool first);
 
 /* ------------------------------------------------------------ bench_run.c */
 

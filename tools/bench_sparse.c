@@ -40,20 +40,23 @@
 
 #define MIN_MSGS 100
 
-enum { RD_BLOCK, RD_EPOLL, RD_COUNT };
-static const char *const rd_name[RD_COUNT] = {"blocking", "epoll"};
-
 /* One run: a transport, a reader, a gap. */
 struct sp_run {
 	const struct opts *o;
 	const struct env *env;
 	struct run rn;           /* for bench_kernel_open(): t, n, ws, sh */
 	struct worker ws[2];     /* [0] the writer, [1] the reader */
-	int rd;                  /* RD_BLOCK or RD_EPOLL */
+	int rd;                  /* SP_RD_BLOCK or SP_RD_EPOLL */
 	uint64_t gap_ns;
 	unsigned nmsg;
 	uint64_t *lat;           /* per message, ns */
 	unsigned nlat;
+	/* Per message, ns: the writer's call (wcall, nwcall of them); an epoll
+	 * reader's wait return less the write's start (wake) and the message
+	 * read less that return (take), for the nsplit messages whose last
+	 * wait returned after their write began. */
+	uint64_t *wcall, *wake, *take;
+	unsigned nwcall, nsplit;
 	double rd_cpu;           /* the reader thread's CPU time / its wall time */
 };
 
@@ -158,6 +161,7 @@ static void *sp_writer(void *arg)
 			}
 			done += (size_t)r;
 		}
+		sr->wcall[sr->nwcall++] = now_ns() - stamp;
 		w->moved += sizeof(msg);
 	}
 out:
@@ -166,8 +170,9 @@ out:
 	return NULL;
 }
 
-/* The reader's wait for more bytes on a non-blocking end: 0, or -errno. */
-static int sp_wait(struct worker *w, int ep)
+/* The reader's wait for more bytes on a non-blocking end: 0, or -errno;
+ * *@back gets the clock when epoll_wait() returned. */
+static int sp_wait(struct worker *w, int ep, uint64_t *back)
 {
 	struct epoll_event ev;
 
@@ -181,10 +186,11 @@ static int sp_wait(struct worker *w, int ep)
 	while (epoll_wait(ep, &ev, 1, -1) < 0)
 		if (errno != EINTR)
 			return -errno;
+	*back = now_ns();
 	return 0;
 }
 
-/* Sets up the reader's epoll (RD_EPOLL): its fd, or -errno in w->err. */
+/* Sets up the reader's epoll (SP_RD_EPOLL): its fd, or -errno in w->err. */
 static int sp_epoll(struct sp_run *sr, struct worker *w)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
@@ -222,7 +228,7 @@ static void *sp_reader(void *arg)
 
 	sp_pin(sr->env, 1);
 	if ((!is_up(w->sh->t) && bench_kernel_thread_init(w) < 0) ||
-	    (sr->rd == RD_EPOLL && (ep = sp_epoll(sr, w)) < 0)) {
+	    (sr->rd == SP_RD_EPOLL && (ep = sp_epoll(sr, w)) < 0)) {
 		pthread_barrier_wait(&w->sh->bar);
 		goto out;
 	}
@@ -231,7 +237,7 @@ static void *sp_reader(void *arg)
 	wall0 = now_ns();
 	for (;;) {
 		size_t got = 0;
-		uint64_t now, stamp, seq;
+		uint64_t now, stamp, seq, back = 0;
 
 		while (got < sizeof(msg)) {
 			ssize_t r = sp_read(w, msg + got, sizeof(msg) - got);
@@ -248,7 +254,7 @@ static void *sp_reader(void *arg)
 				goto out;
 			}
 			if (r == -EAGAIN && ep >= 0) {
-				int e = sp_wait(w, ep);
+				int e = sp_wait(w, ep, &back);
 				if (e == 0)
 					continue;
 				r = e;
@@ -267,6 +273,12 @@ static void *sp_reader(void *arg)
 			goto out;
 		}
 		sr->lat[sr->nlat++] = now - stamp;
+		/* A wait that returned before the write began (the fd was
+		 * readable for something else) is not this message's wake. */
+		if (back > stamp) {
+			sr->wake[sr->nsplit] = back - stamp;
+			sr->take[sr->nsplit++] = now - back;
+		}
 		w->moved += sizeof(msg);
 	}
 out:
@@ -293,9 +305,9 @@ static void sp_open_uring(struct sp_run *sr)
 	if (r == 0)
 		r = up_open(p, UP_WR, &sr->ws[0].end);
 	if (r == 0)
-		r = up_open(p, UP_RD | (sr->rd == RD_EPOLL ? UP_NONBLOCK : 0) |
-				       (sr->rd == RD_EPOLL && sr->o->early_poll ? UP_EARLY_POLL : 0) |
-				       (sr->rd != RD_EPOLL && sr->o->no_early ? UP_NO_EARLY : 0),
+		r = up_open(p, UP_RD | (sr->rd == SP_RD_EPOLL ? UP_NONBLOCK : 0) |
+				       (sr->rd == SP_RD_EPOLL && sr->o->early_poll ? UP_EARLY_POLL : 0) |
+				       (sr->rd != SP_RD_EPOLL && sr->o->no_early ? UP_NO_EARLY : 0),
 			    &sr->ws[1].end);
 	if (r < 0)
 		bench_die("--sparse: making a uringpipe: %s", up_strerror(r));
@@ -324,12 +336,28 @@ static double rank_us(const uint64_t *v, unsigned n, double p)
 struct sp_out {
 	double p50, p99, max; /* µs */
 	double cpu;           /* the reader's CPU share, 0..1 */
+	double wcall, wake, take; /* p50s, µs; below 0: none (struct sp_run) */
 };
+
+/* A run's per-message arrays, each of the most messages a run has. */
+struct sp_bufs {
+	uint64_t *lat, *wcall, *wake, *take;
+};
+
+/* The p50 of @n values (sorted here), µs, or -1 for none. */
+static double p50_us(uint64_t *v, unsigned n)
+{
+	if (n == 0)
+		return -1.0;
+	qsort(v, n, sizeof(*v), cmp_u64);
+	return rank_us(v, n, 0.50);
+}
 
 /* One run; fills *out or dies saying why. */
 static void sp_run_once(const struct opts *o, const struct env *env, enum transport t, int rd,
-			unsigned gap_us, unsigned nmsg, uint64_t *lat, struct sp_out *out)
+			unsigned gap_us, unsigned nmsg, const struct sp_bufs *b, struct sp_out *out)
 {
+	uint64_t *lat = b->lat;
 	static struct sp_run sr; /* large workers: not on the stack */
 	struct shared *sh = &sr.rn.sh;
 	struct timespec dl;
@@ -342,6 +370,9 @@ static void sp_run_once(const struct opts *o, const struct env *env, enum transp
 	sr.gap_ns = (uint64_t)gap_us * 1000u;
 	sr.nmsg = nmsg;
 	sr.lat = lat;
+	sr.wcall = b->wcall;
+	sr.wake = b->wake;
+	sr.take = b->take;
 	sr.rn.o = o;
 	sr.rn.env = env;
 	sr.rn.t = t;
@@ -375,7 +406,7 @@ static void sp_run_once(const struct opts *o, const struct env *env, enum transp
 	while (sh->done < 2)
 		if (pthread_cond_timedwait(&sh->cv, &sh->mu, &dl) == ETIMEDOUT && sh->done < 2)
 			bench_die("--sparse: %s, %s reader, %u us gap: no end after %ld s (%u of %u"
-				  " messages read)", bench_tname[t], rd_name[rd], gap_us,
+				  " messages read)", bench_tname[t], bench_sp_rd_name[rd], gap_us,
 				  (long)(30 + (uint64_t)nmsg * gap_us / 1000000u * 4), sr.nlat, nmsg);
 	pthread_mutex_unlock(&sh->mu);
 	pthread_join(tid[0], NULL);
@@ -386,134 +417,36 @@ static void sp_run_once(const struct opts *o, const struct env *env, enum transp
 	for (int i = 0; i < 2; i++)
 		if (sr.ws[i].err[0])
 			bench_die("--sparse: %s, %s reader, %u us gap: %s", bench_tname[t],
-				  rd_name[rd], gap_us, sr.ws[i].err);
+				  bench_sp_rd_name[rd], gap_us, sr.ws[i].err);
 	if (sr.nlat != nmsg)
 		bench_die("--sparse: %s, %s reader, %u us gap: %u of %u messages read",
-			  bench_tname[t], rd_name[rd], gap_us, sr.nlat, nmsg);
+			  bench_tname[t], bench_sp_rd_name[rd], gap_us, sr.nlat, nmsg);
 	qsort(lat, nmsg, sizeof(*lat), cmp_u64);
 	out->p50 = rank_us(lat, nmsg, 0.50);
 	out->p99 = rank_us(lat, nmsg, 0.99);
 	out->max = rank_us(lat, nmsg, 1.0);
 	out->cpu = sr.rd_cpu;
-}
-
-/* The table's order: the kernel transports first, as in the throughput's. */
-static const enum transport sp_t[T_COUNT] = {T_KERNEL, T_PIPE_URING, T_VMSPLICE, T_UNIX, T_TCP,
-					     T_URING, T_URING_ZC};
-
-struct sp_cell {
-	double p50[MAX_REPEAT], p99[MAX_REPEAT], max[MAX_REPEAT], cpu[MAX_REPEAT];
-};
-
-static void sp_ratio(char *b, size_t bl, double v, double k)
-{
-	if (k > 0)
-		snprintf(b, bl, "%.2f", v / k);
-	else
-		snprintf(b, bl, "-");
-}
-
-static double vmax(const double *v, unsigned n)
-{
-	double m = 0;
-	for (unsigned i = 0; i < n; i++)
-		m = v[i] > m ? v[i] : m;
-	return m;
-}
-
-static double vmin(const double *v, unsigned n)
-{
-	double m = n ? v[0] : 0;
-	for (unsigned i = 1; i < n; i++)
-		m = v[i] < m ? v[i] : m;
-	return m;
-}
-
-static void sp_print_gap(const struct opts *o, unsigned gap, unsigned nmsg,
-			 struct sp_cell (*c)[RD_COUNT])
-{
-	printf("\ngap %u us, %u messages per run\n", gap, nmsg);
-	printf("%-12s %-8s %10s %10s %10s %9s %9s %13s %7s\n", "transport", "reader", "p50 us",
-	       "p99 us", "max us", "p50/pipe", "p99/pipe", "p99 rounds", "rd cpu");
-	for (int i = 0; i < T_COUNT; i++) {
-		enum transport t = sp_t[i];
-		if (!o->on[t])
-			continue;
-		for (int rd = 0; rd < RD_COUNT; rd++) {
-			double p50 = bench_median(c[t][rd].p50, o->repeat);
-			double p99 = bench_median(c[t][rd].p99, o->repeat);
-			double k50 = bench_median(c[T_KERNEL][rd].p50, o->repeat);
-			double k99 = bench_median(c[T_KERNEL][rd].p99, o->repeat);
-			char r50[16], r99[16], span[32];
-
-			sp_ratio(r50, sizeof(r50), p50, k50);
-			sp_ratio(r99, sizeof(r99), p99, k99);
-			/* The spread of one cell's p99 over its rounds: a p99
-			 * ratio inside the pipe's own spread says nothing. */
-			snprintf(span, sizeof(span), "%.1f-%.1f", vmin(c[t][rd].p99, o->repeat),
-				 vmax(c[t][rd].p99, o->repeat));
-			printf("%-12s %-8s %10.1f %10.1f %10.1f %9s %9s %13s %6.1f%%\n",
-			       bench_tlabel[t], rd_name[rd], p50, p99,
-			       vmax(c[t][rd].max, o->repeat), r50, r99, span,
-			       100.0 * bench_median(c[t][rd].cpu, o->repeat));
-		}
-	}
-	fflush(stdout);
-}
-
-static void json_runs(const char *k, const double *v, unsigned n)
-{
-	printf(",\"%s\":[", k);
-	for (unsigned i = 0; i < n; i++)
-		printf("%s%.3f", i ? "," : "", v[i]);
-	printf("]");
-}
-
-static void sp_json_gap(const struct opts *o, unsigned gap, unsigned nmsg,
-			struct sp_cell (*c)[RD_COUNT], bool first)
-{
-	bool f = true;
-
-	printf("%s{\"gap_us\":%u,\"messages\":%u,\"results\":[", first ? "" : ",", gap, nmsg);
-	for (int i = 0; i < T_COUNT; i++) {
-		enum transport t = sp_t[i];
-		if (!o->on[t])
-			continue;
-		for (int rd = 0; rd < RD_COUNT; rd++) {
-			double p50 = bench_median(c[t][rd].p50, o->repeat);
-			double p99 = bench_median(c[t][rd].p99, o->repeat);
-			double k50 = bench_median(c[T_KERNEL][rd].p50, o->repeat);
-			double k99 = bench_median(c[T_KERNEL][rd].p99, o->repeat);
-
-			printf("%s{\"transport\":\"%s\",\"reader\":\"%s\",\"p50_us\":%.3f,"
-			       "\"p99_us\":%.3f,\"max_us\":%.3f", f ? "" : ",", bench_tname[t],
-			       rd_name[rd], p50, p99, vmax(c[t][rd].max, o->repeat));
-			if (k50 > 0 && k99 > 0)
-				printf(",\"ratio_p50\":%.4f,\"ratio_p99\":%.4f", p50 / k50, p99 / k99);
-			else
-				printf(",\"ratio_p50\":null,\"ratio_p99\":null");
-			json_runs("p50_runs", c[t][rd].p50, o->repeat);
-			json_runs("reader_cpu_runs", c[t][rd].cpu, o->repeat);
-			json_runs("p99_runs", c[t][rd].p99, o->repeat);
-			json_runs("max_runs", c[t][rd].max, o->repeat);
-			printf("}");
-			f = false;
-		}
-	}
-	printf("]}");
+	out->wcall = p50_us(sr.wcall, sr.nwcall);
+	out->wake = p50_us(sr.wake, sr.nsplit);
+	out->take = p50_us(sr.take, sr.nsplit);
 }
 
 void bench_sparse(const struct opts *o, const struct env *env)
 {
-	struct sp_cell (*c)[RD_COUNT] = bench_xmalloc(sizeof(*c) * T_COUNT);
-	uint64_t *lat;
+	struct sp_cell (*c)[SP_RD_COUNT] = bench_xmalloc(sizeof(*c) * T_COUNT);
+	struct sp_bufs b;
 	unsigned most = 0;
+	size_t each;
 
 	for (unsigned g = 0; g < o->ngaps; g++) {
 		unsigned n = (unsigned)(o->run_time * 1e6 / o->gaps[g]);
 		most = n > most ? n : most;
 	}
-	lat = bench_xmalloc(sizeof(*lat) * (most > MIN_MSGS ? most : MIN_MSGS));
+	each = sizeof(uint64_t) * (most > MIN_MSGS ? most : MIN_MSGS);
+	b.lat = bench_xmalloc(each);
+	b.wcall = bench_xmalloc(each);
+	b.wake = bench_xmalloc(each);
+	b.take = bench_xmalloc(each);
 	if (o->json) {
 		printf("{\"tool\":\"uringpipe-cat --bench\",\"version\":\"%s\",\"mode\":\"sparse\","
 		       "\"message_size\":%d,\"capacity\":%" PRIu64 ",\"backend\":\"%s\","
@@ -546,29 +479,35 @@ void bench_sparse(const struct opts *o, const struct env *env)
 		/* Alternating: every transport and reader once per round. */
 		for (unsigned i = 0; i < o->repeat; i++)
 			for (int k = 0; k < T_COUNT; k++) {
-				enum transport t = sp_t[k];
+				enum transport t = bench_sp_order[k];
 				if (!o->on[t])
 					continue;
-				for (int rd = 0; rd < RD_COUNT; rd++) {
+				for (int rd = 0; rd < SP_RD_COUNT; rd++) {
 					struct sp_out r;
-					sp_run_once(o, env, t, rd, gap, n, lat, &r);
+					sp_run_once(o, env, t, rd, gap, n, &b, &r);
 					c[t][rd].p50[i] = r.p50;
 					c[t][rd].p99[i] = r.p99;
 					c[t][rd].max[i] = r.max;
 					c[t][rd].cpu[i] = r.cpu;
+					c[t][rd].wcall[i] = r.wcall;
+					c[t][rd].wake[i] = r.wake;
+					c[t][rd].take[i] = r.take;
 					if (o->verbose)
 						fprintf(stderr, "  sparse %-12s %-8s gap %u us: p50 %.1f"
 							" p99 %.1f max %.1f us\n", bench_tlabel[t],
-							rd_name[rd], gap, r.p50, r.p99, r.max);
+							bench_sp_rd_name[rd], gap, r.p50, r.p99, r.max);
 				}
 			}
 		if (o->json)
-			sp_json_gap(o, gap, n, c, g == 0);
+			bench_sp_json_gap(o, gap, n, c, g == 0);
 		else
-			sp_print_gap(o, gap, n, c);
+			bench_sp_print_gap(o, gap, n, c);
 	}
 	if (o->json)
 		printf("]}\n");
-	free(lat);
+	free(b.lat);
+	free(b.wcall);
+	free(b.wake);
+	free(b.take);
 	free(c);
 }

@@ -140,6 +140,7 @@ expect_eq "bench --sparse: exit" "$?" 0
 sed 's/^/    /' "$T/sp"
 for g in 100 300; do
 	if awk -v g="$g" -v nt="$nt" -v rounds=1 '$1 == "gap" { on = ($2 == g); next }
+		$1 == "where" { on = 0; next }
 		on && $2 ~ /^(blocking|epoll)$/ {
 			if ($3 !~ /^[0-9.]+$/ || $4 !~ /^[0-9.]+$/ || $3 <= 0 || $4 < $3 || $5 < $4)
 				bad = 1
@@ -160,6 +161,31 @@ for g in 100 300; do
 	else
 		fail "bench --sparse: gap $g us: not every transport and reader has p50/p99/max and p99 rounds"
 	fi
+	# Where the time goes: every writer's call, and for an epoll reader
+	# only its wait's return splitting the latency, each part at most the
+	# cell's max, the read after the wake the shorter (a wake of an idle
+	# CPU takes microseconds; a read of 64 bytes does not); a blocking
+	# reader has no split.
+	if awk -v g="$g" -v nt="$nt" '$1 == "gap" { on = ($2 == g); part = 0; next }
+		!on { next }
+		$1 == "where" { part = 1; next }
+		!part && $2 ~ /^(blocking|epoll)$/ { mx[$1 " " $2] = $5; next }
+		part && $2 ~ /^(blocking|epoll)$/ {
+			k = $1 " " $2
+			if ($3 !~ /^[0-9.]+$/ || $3 <= 0) bad = 1
+			# pipe-uring waits inside io_uring, never in epoll_wait()
+			if (($2 == "blocking" || $1 == "pipe-uring") && ($4 != "-" || $5 != "-"))
+				bad = 1
+			if ($2 == "epoll" && $1 != "pipe-uring" &&
+			    ($4 !~ /^[0-9.]+$/ || $5 !~ /^[0-9.]+$/ || $4 <= 0 || $5 <= 0 ||
+			     $4 > mx[k] || $5 > mx[k] || $5 >= $4))
+				bad = 1
+			n[k] = 1 }
+		END { c = 0; for (k in n) c++; exit bad || c != 2 * nt }' "$T/sp"; then
+		ok "bench --sparse: gap $g us says where the time goes: the writer's call, an epoll reader's wake and read"
+	else
+		fail "bench --sparse: gap $g us: the where-the-time-goes table is wrong"
+	fi
 done
 wide=$(awk 'length($0) > 100' "$T/sp" | wc -l)
 expect_eq "bench --sparse: no line over 100 columns" "$wide" 0
@@ -167,7 +193,7 @@ expect_eq "bench --sparse: no line over 100 columns" "$wide" 0
 # the rounds' own (some cell's three p99s differ by 0.1 us or more).
 "$CAT" --bench --sparse --gap 100 --time 0.02 --repeat 3 >"$T/sp3" 2>"$T/err"
 expect_eq "bench --sparse --repeat 3: exit" "$?" 0
-if awk '$2 ~ /^(blocking|epoll)$/ {
+if awk '$1 == "where" { part = 1 } !part && $2 ~ /^(blocking|epoll)$/ {
 		if (split($8, sp, "-") != 2 || sp[1] + 0 > $4 + 0 || $4 + 0 > sp[2] + 0)
 			bad = 1
 		if (sp[1] + 0 < sp[2] + 0)
@@ -195,6 +221,16 @@ mode = sys.argv[2] if len(sys.argv) > 2 else ""
 assert d["early_poll"] is (mode == "early") and d["no_early"] is (mode == "no-early")
 for r in res:
     assert len(r["p50_runs"]) == 2 and 0 < r["p50_us"] <= r["p99_us"] <= r["max_us"], r
+    assert len(r["writer_call_p50_runs"]) == 2 and all(0 < v for v in r["writer_call_p50_runs"]), r
+    for part in ("to_wake_p50_runs", "to_data_p50_runs"):
+        v = r[part]
+        if r["reader"] == "blocking":
+            assert v == [None, None], r
+        else:
+            # Early readiness may come before the write: a round may
+            # then have no wait that returned after one.
+            assert len(v) == 2 and all(x is None and mode == "early" or
+                                       x is not None and 0 < x <= r["max_us"] for x in v), r
     assert len(r["reader_cpu_runs"]) == 2 and all(0 <= c <= 1.01 for c in r["reader_cpu_runs"]), r
     for p in ("p50", "p99"):
         want = r[p + "_us"] / k[r["reader"]][p + "_us"]

@@ -40,6 +40,24 @@ static double vmin(const double *v, unsigned n)
 	return m;
 }
 
+/* One cell's medians over the rounds, and the kernel pipe's with the same
+ * reader: what its ratios divide. */
+struct sp_sum {
+	double p50, p99, k50, k99;
+};
+
+static struct sp_sum sp_sum(const struct opts *o, struct sp_cell (*c)[SP_RD_COUNT],
+			    enum transport t, int rd)
+{
+	struct sp_sum m = {
+		.p50 = bench_median(c[t][rd].p50, o->repeat),
+		.p99 = bench_median(c[t][rd].p99, o->repeat),
+		.k50 = bench_median(c[T_KERNEL][rd].p50, o->repeat),
+		.k99 = bench_median(c[T_KERNEL][rd].p99, o->repeat),
+	};
+	return m;
+}
+
 /* A part's median over the rounds that had one (below 0: none, as for a
  * blocking reader, whose wait is inside its read), or "-". */
 static void sp_part(char *b, size_t bl, const double *v, unsigned n)
@@ -103,20 +121,17 @@ void bench_sp_print_gap(const struct opts *o, unsigned gap, unsigned nmsg,
 		if (!o->on[t])
 			continue;
 		for (int rd = 0; rd < SP_RD_COUNT; rd++) {
-			double p50 = bench_median(c[t][rd].p50, o->repeat);
-			double p99 = bench_median(c[t][rd].p99, o->repeat);
-			double k50 = bench_median(c[T_KERNEL][rd].p50, o->repeat);
-			double k99 = bench_median(c[T_KERNEL][rd].p99, o->repeat);
+			struct sp_sum m = sp_sum(o, c, t, rd);
 			char r50[16], r99[16], span[32];
 
-			sp_ratio(r50, sizeof(r50), p50, k50);
-			sp_ratio(r99, sizeof(r99), p99, k99);
+			sp_ratio(r50, sizeof(r50), m.p50, m.k50);
+			sp_ratio(r99, sizeof(r99), m.p99, m.k99);
 			/* The spread of one cell's p99 over its rounds: a p99
 			 * ratio inside the pipe's own spread says nothing. */
 			snprintf(span, sizeof(span), "%.1f-%.1f", vmin(c[t][rd].p99, o->repeat),
 				 vmax(c[t][rd].p99, o->repeat));
 			printf("%-12s %-8s %10.1f %10.1f %10.1f %9s %9s %13s %6.1f%%\n",
-			       bench_tlabel[t], bench_sp_rd_name[rd], p50, p99,
+			       bench_tlabel[t], bench_sp_rd_name[rd], m.p50, m.p99,
 			       vmax(c[t][rd].max, o->repeat), r50, r99, span,
 			       100.0 * bench_median(c[t][rd].cpu, o->repeat));
 		}
@@ -149,16 +164,14 @@ void bench_sp_json_gap(const struct opts *o, unsigned gap, unsigned nmsg,
 		if (!o->on[t])
 			continue;
 		for (int rd = 0; rd < SP_RD_COUNT; rd++) {
-			double p50 = bench_median(c[t][rd].p50, o->repeat);
-			double p99 = bench_median(c[t][rd].p99, o->repeat);
-			double k50 = bench_median(c[T_KERNEL][rd].p50, o->repeat);
-			double k99 = bench_median(c[T_KERNEL][rd].p99, o->repeat);
+			struct sp_sum m = sp_sum(o, c, t, rd);
 
 			printf("%s{\"transport\":\"%s\",\"reader\":\"%s\",\"p50_us\":%.3f,"
 			       "\"p99_us\":%.3f,\"max_us\":%.3f", f ? "" : ",", bench_tname[t],
-			       bench_sp_rd_name[rd], p50, p99, vmax(c[t][rd].max, o->repeat));
-			if (k50 > 0 && k99 > 0)
-				printf(",\"ratio_p50\":%.4f,\"ratio_p99\":%.4f", p50 / k50, p99 / k99);
+			       bench_sp_rd_name[rd], m.p50, m.p99, vmax(c[t][rd].max, o->repeat));
+			if (m.k50 > 0 && m.k99 > 0)
+				printf(",\"ratio_p50\":%.4f,\"ratio_p99\":%.4f", m.p50 / m.k50,
+				       m.p99 / m.k99);
 			else
 				printf(",\"ratio_p50\":null,\"ratio_p99\":null");
 			json_runs("p50_runs", c[t][rd].p50, o->repeat);

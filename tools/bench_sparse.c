@@ -69,6 +69,18 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Named for profilers, as --bench's workers are (bench_workers.c): w or
+ * r, b or e for the reader's kind, then the transport (15 characters at
+ * most: "re:uringpipe_zc"). */
+static void sp_name(const struct sp_run *sr, int which)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), "%c%c:%s", which ? 'r' : 'w',
+		 sr->rd == SP_RD_EPOLL ? 'e' : 'b', bench_tname[sr->rn.t]);
+	(void)prctl(PR_SET_NAME, name);
+}
+
 static void sp_pin(const struct env *env, int which)
 {
 	cpu_set_t set;
@@ -128,6 +140,7 @@ static void *sp_writer(void *arg)
 	uint64_t stamp;
 
 	sp_pin(sr->env, 0);
+	sp_name(sr, 0);
 	/* The deadlines are met to the µs, not to the default 50 µs slack. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	if (!is_up(w->sh->t) && bench_kernel_thread_init(w) < 0) {
@@ -227,6 +240,7 @@ static void *sp_reader(void *arg)
 	int ep = -1;
 
 	sp_pin(sr->env, 1);
+	sp_name(sr, 1);
 	if ((!is_up(w->sh->t) && bench_kernel_thread_init(w) < 0) ||
 	    (sr->rd == SP_RD_EPOLL && (ep = sp_epoll(sr, w)) < 0)) {
 		pthread_barrier_wait(&w->sh->bar);

@@ -118,6 +118,19 @@ static int pollfd_or_skip(struct up_end *e)
 	return fd;
 }
 
+/* A default pipe with a poll-mode reader *r, its pollfd in *fd, and a
+ * blocking writer *w. */
+static struct up_pipe *poll_reader_pipe(struct up_end **r, struct up_end **w, int *fd)
+{
+	struct up_pipe *p;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	*r = open_nb(p, UP_RD);
+	CHECK_OK(up_open(p, UP_WR, w));
+	*fd = pollfd_or_skip(*r);
+	return p;
+}
+
 /* A pipe of 64 KiB, which a few writes fill; @page_size 0: the default. */
 static struct up_pipe *small_pipe(size_t page_size)
 {
@@ -152,10 +165,7 @@ static void reader_wakes_on_data(void)
 	char buf[16];
 	int fd;
 
-	CHECK_OK(up_pipe_create(NULL, &p));
-	r = open_nb(p, UP_RD);
-	CHECK_OK(up_open(p, UP_WR, &w));
-	fd = pollfd_or_skip(r);
+	p = poll_reader_pipe(&r, &w, &fd);
 	CHECK_EQ(up_read(r, buf, sizeof(buf)), -EAGAIN);
 	CHECK_EQ(up_poll_arm(r), 0);
 	CHECK_EQ(wait_fd(fd, 0), 0); /* armed, nothing yet: not readable */
@@ -192,10 +202,7 @@ static void woken_reader_reads_without_a_syscall(void)
 	char buf[16];
 	int fd, round;
 
-	CHECK_OK(up_pipe_create(NULL, &p));
-	r = open_nb(p, UP_RD);
-	CHECK_OK(up_open(p, UP_WR, &w));
-	fd = pollfd_or_skip(r);
+	p = poll_reader_pipe(&r, &w, &fd);
 	if (!backend_is_io_uring(p, __func__))
 		goto out;
 	for (round = 0; round < 20; round++) {
@@ -270,10 +277,7 @@ static void in_process_wake_is_one_epoll_wait(void)
 	pthread_t t;
 	int fd, ep, round, eintr = 0;
 
-	CHECK_OK(up_pipe_create(NULL, &p));
-	r = open_nb(p, UP_RD);
-	CHECK_OK(up_open(p, UP_WR, &w));
-	fd = pollfd_or_skip(r);
+	p = poll_reader_pipe(&r, &w, &fd);
 	if (!backend_is_io_uring(p, __func__))
 		goto out;
 	ep = epoll_create1(EPOLL_CLOEXEC);
@@ -502,6 +506,31 @@ static void *blocked_read(void *arg)
 	return NULL;
 }
 
+/* Start @b's thread and return once it sleeps (its state in /proc), with
+ * its end's timeouts counted so far. */
+static uint64_t blocked_reader_start(struct blocked_reader *b, pthread_t *t)
+{
+	pid_t tid;
+
+	CHECK(pthread_create(t, NULL, blocked_read, b) == 0);
+	while ((tid = atomic_load(&b->tid)) == 0 || harness_tid_state(tid) != 'S')
+		sched_yield();
+	return atomic_load(&b->r->c.timeouts);
+}
+
+/* Arm @r, write a byte that pokes it (no FUTEX_WAKE), read it: the wait is
+ * parked. */
+static void park(struct up_end *r, struct up_end *w, int fd)
+{
+	char c;
+
+	CHECK_EQ(up_poll_arm(r), 0);
+	CHECK_EQ(up_write(w, "a", 1), 1);
+	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
+	CHECK_EQ(up_read(r, &c, 1), 1);
+	CHECK(r->parked);
+}
+
 /*
  * An armed poll-mode reader whose event loop does not read must not take
  * the only wake meant for a reader blocked in up_read. Futex waiters are
@@ -515,7 +544,6 @@ static void armed_reader_does_not_swallow_a_wake(void)
 	struct up_end *armed, *w;
 	struct blocked_reader b = { 0 };
 	pthread_t t;
-	pid_t tid;
 	uint64_t timeouts;
 	int fd;
 
@@ -525,10 +553,7 @@ static void armed_reader_does_not_swallow_a_wake(void)
 	CHECK_OK(up_open(p, UP_WR, &w));
 	fd = pollfd_or_skip(armed);
 	CHECK_EQ(up_poll_arm(armed), 0);
-	CHECK(pthread_create(&t, NULL, blocked_read, &b) == 0);
-	while ((tid = atomic_load(&b.tid)) == 0 || harness_tid_state(tid) != 'S')
-		sched_yield();
-	timeouts = atomic_load(&b.r->c.timeouts);
+	timeouts = blocked_reader_start(&b, &t);
 	CHECK_EQ(up_write(w, "hello", 5), 5);
 	CHECK(pthread_join(t, NULL) == 0);
 	CHECK_EQ(b.res, 5);
@@ -560,10 +585,7 @@ static void rearm_after_a_poke_takes_up_the_wait(void)
 	char buf[16];
 	int fd, round, free_arms = 0;
 
-	CHECK_OK(up_pipe_create(NULL, &p));
-	r = open_nb(p, UP_RD);
-	CHECK_OK(up_open(p, UP_WR, &w));
-	fd = pollfd_or_skip(r);
+	p = poll_reader_pipe(&r, &w, &fd);
 	if (!backend_is_io_uring(p, __func__))
 		goto out;
 	for (round = 0; round < 20; round++) {
@@ -606,7 +628,6 @@ static void parked_wait_takes_no_wake_for_one(void)
 	struct blocked_reader b = { 0 };
 	uint64_t timeouts, t0;
 	pthread_t t;
-	pid_t tid;
 	char buf[16];
 	int fd;
 
@@ -618,15 +639,8 @@ static void parked_wait_takes_no_wake_for_one(void)
 	if (!backend_is_io_uring(p, __func__))
 		goto out;
 	t0 = harness_now_ns();
-	CHECK_EQ(up_poll_arm(parked), 0);
-	CHECK_EQ(up_write(w, "a", 1), 1); /* a poke, and no FUTEX_WAKE */
-	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
-	CHECK_EQ(up_read(parked, buf, sizeof(buf)), 1);
-	CHECK(parked->parked);
-	CHECK(pthread_create(&t, NULL, blocked_read, &b) == 0);
-	while ((tid = atomic_load(&b.tid)) == 0 || harness_tid_state(tid) != 'S')
-		sched_yield();
-	timeouts = atomic_load(&b.r->c.timeouts);
+	park(parked, w, fd);
+	timeouts = blocked_reader_start(&b, &t);
 	CHECK_EQ(up_write(w, "hello", 5), 5);
 	CHECK(pthread_join(t, NULL) == 0);
 	CHECK_EQ(b.res, 5);
@@ -662,17 +676,10 @@ static void arm_that_finds_data_lets_a_completed_park_go(void)
 	char buf[16];
 	int fd;
 
-	CHECK_OK(up_pipe_create(NULL, &p));
-	r = open_nb(p, UP_RD);
-	CHECK_OK(up_open(p, UP_WR, &w));
-	fd = pollfd_or_skip(r);
+	p = poll_reader_pipe(&r, &w, &fd);
 	if (!backend_is_io_uring(p, __func__))
 		goto out;
-	CHECK_EQ(up_poll_arm(r), 0);
-	CHECK_EQ(up_write(w, "a", 1), 1);
-	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
-	CHECK_EQ(up_read(r, buf, 1), 1);
-	CHECK(r->parked);
+	park(r, w, fd);
 	syscall(SYS_futex, &p->ln->rd_wait.seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 	CHECK_EQ(wait_fd(fd, POLL_MS), 1);
 	CHECK_EQ(up_write(w, "b", 1), 1);
@@ -733,10 +740,7 @@ static void old_arm_gets_its_futex_wake(void)
 	uint64_t t0;
 	int fd;
 
-	CHECK_OK(up_pipe_create(NULL, &p));
-	r = open_nb(p, UP_RD);
-	CHECK_OK(up_open(p, UP_WR, &w));
-	fd = pollfd_or_skip(r);
+	p = poll_reader_pipe(&r, &w, &fd);
 	if (!backend_is_io_uring(p, __func__))
 		goto out;
 	CHECK_EQ(up_poll_arm(r), 0);
@@ -814,10 +818,7 @@ static void reader_wakes_on_eof(void)
 	char buf[16];
 	int fd;
 
-	CHECK_OK(up_pipe_create(NULL, &p));
-	r = open_nb(p, UP_RD);
-	CHECK_OK(up_open(p, UP_WR, &w));
-	fd = pollfd_or_skip(r);
+	p = poll_reader_pipe(&r, &w, &fd);
 	CHECK_EQ(up_poll_arm(r), 0);
 	actor_start(&a, w, 1);
 	actor_go(&a);

@@ -40,6 +40,26 @@ static double vmin(const double *v, unsigned n)
 	return m;
 }
 
+/* A cell of the tables: a transport that runs and a reader. */
+struct sp_at {
+	enum transport t;
+	int rd;
+};
+
+/* The cells in the tables' order, into @at (room for every one); how many. */
+static int sp_cells(const struct opts *o, struct sp_at *at)
+{
+	int n = 0;
+
+	for (int i = 0; i < T_COUNT; i++) {
+		if (!o->on[bench_sp_order[i]])
+			continue;
+		for (int rd = 0; rd < SP_RD_COUNT; rd++)
+			at[n++] = (struct sp_at){ .t = bench_sp_order[i], .rd = rd };
+	}
+	return n;
+}
+
 /* One cell's medians over the rounds, and the kernel pipe's with the same
  * reader: what its ratios divide. */
 struct sp_sum {
@@ -87,6 +107,9 @@ static void sp_part(char *b, size_t bl, const double *v, unsigned n)
  */
 static void sp_print_parts(const struct opts *o, struct sp_cell (*c)[SP_RD_COUNT])
 {
+	struct sp_at at[T_COUNT * SP_RD_COUNT];
+	int n;
+
 	printf("where the time goes, p50 us: w call = the writer's call, wake included;"
 	       " epoll\n  readers: to wake = the write's start to epoll_wait()'s return,"
 	       " to data =\n  that return to the whole message read; - where the reader"
@@ -94,47 +117,46 @@ static void sp_print_parts(const struct opts *o, struct sp_cell (*c)[SP_RD_COUNT
 	       " io_uring, never in epoll)\n");
 	printf("%-12s %-8s %10s %10s %10s\n", "transport", "reader", "w call", "to wake",
 	       "to data");
-	for (int i = 0; i < T_COUNT; i++) {
-		enum transport t = bench_sp_order[i];
-		if (!o->on[t])
-			continue;
-		for (int rd = 0; rd < SP_RD_COUNT; rd++) {
-			char wc[16], wk[16], td[16];
+	n = sp_cells(o, at);
+	for (int k = 0; k < n; k++) {
+		enum transport t = at[k].t;
+		int rd = at[k].rd;
+		char wc[16], wk[16], td[16];
 
-			sp_part(wc, sizeof(wc), c[t][rd].wcall, o->repeat);
-			sp_part(wk, sizeof(wk), c[t][rd].wake, o->repeat);
-			sp_part(td, sizeof(td), c[t][rd].take, o->repeat);
-			printf("%-12s %-8s %10s %10s %10s\n", bench_tlabel[t], bench_sp_rd_name[rd],
-			       wc, wk, td);
-		}
+		sp_part(wc, sizeof(wc), c[t][rd].wcall, o->repeat);
+		sp_part(wk, sizeof(wk), c[t][rd].wake, o->repeat);
+		sp_part(td, sizeof(td), c[t][rd].take, o->repeat);
+		printf("%-12s %-8s %10s %10s %10s\n", bench_tlabel[t], bench_sp_rd_name[rd],
+		       wc, wk, td);
 	}
 }
 
 void bench_sp_print_gap(const struct opts *o, unsigned gap, unsigned nmsg,
 			struct sp_cell (*c)[SP_RD_COUNT])
 {
+	struct sp_at at[T_COUNT * SP_RD_COUNT];
+	int n;
+
 	printf("\ngap %u us, %u messages per run\n", gap, nmsg);
 	printf("%-12s %-8s %10s %10s %10s %9s %9s %13s %7s\n", "transport", "reader", "p50 us",
 	       "p99 us", "max us", "p50/pipe", "p99/pipe", "p99 rounds", "rd cpu");
-	for (int i = 0; i < T_COUNT; i++) {
-		enum transport t = bench_sp_order[i];
-		if (!o->on[t])
-			continue;
-		for (int rd = 0; rd < SP_RD_COUNT; rd++) {
-			struct sp_sum m = sp_sum(o, c, t, rd);
-			char r50[16], r99[16], span[32];
+	n = sp_cells(o, at);
+	for (int k = 0; k < n; k++) {
+		enum transport t = at[k].t;
+		int rd = at[k].rd;
+		struct sp_sum m = sp_sum(o, c, t, rd);
+		char r50[16], r99[16], span[32];
 
-			sp_ratio(r50, sizeof(r50), m.p50, m.k50);
-			sp_ratio(r99, sizeof(r99), m.p99, m.k99);
-			/* The spread of one cell's p99 over its rounds: a p99
-			 * ratio inside the pipe's own spread says nothing. */
-			snprintf(span, sizeof(span), "%.1f-%.1f", vmin(c[t][rd].p99, o->repeat),
-				 vmax(c[t][rd].p99, o->repeat));
-			printf("%-12s %-8s %10.1f %10.1f %10.1f %9s %9s %13s %6.1f%%\n",
-			       bench_tlabel[t], bench_sp_rd_name[rd], m.p50, m.p99,
-			       vmax(c[t][rd].max, o->repeat), r50, r99, span,
-			       100.0 * bench_median(c[t][rd].cpu, o->repeat));
-		}
+		sp_ratio(r50, sizeof(r50), m.p50, m.k50);
+		sp_ratio(r99, sizeof(r99), m.p99, m.k99);
+		/* The spread of one cell's p99 over its rounds: a p99
+		 * ratio inside the pipe's own spread says nothing. */
+		snprintf(span, sizeof(span), "%.1f-%.1f", vmin(c[t][rd].p99, o->repeat),
+			 vmax(c[t][rd].p99, o->repeat));
+		printf("%-12s %-8s %10.1f %10.1f %10.1f %9s %9s %13s %6.1f%%\n",
+		       bench_tlabel[t], bench_sp_rd_name[rd], m.p50, m.p99,
+		       vmax(c[t][rd].max, o->repeat), r50, r99, span,
+		       100.0 * bench_median(c[t][rd].cpu, o->repeat));
 	}
 	sp_print_parts(o, c);
 	fflush(stdout);
@@ -156,34 +178,32 @@ static void json_runs(const char *k, const double *v, unsigned n)
 void bench_sp_json_gap(const struct opts *o, unsigned gap, unsigned nmsg,
 		       struct sp_cell (*c)[SP_RD_COUNT], bool first)
 {
-	bool f = true;
+	struct sp_at at[T_COUNT * SP_RD_COUNT];
+	int n;
 
 	printf("%s{\"gap_us\":%u,\"messages\":%u,\"results\":[", first ? "" : ",", gap, nmsg);
-	for (int i = 0; i < T_COUNT; i++) {
-		enum transport t = bench_sp_order[i];
-		if (!o->on[t])
-			continue;
-		for (int rd = 0; rd < SP_RD_COUNT; rd++) {
-			struct sp_sum m = sp_sum(o, c, t, rd);
+	n = sp_cells(o, at);
+	for (int k = 0; k < n; k++) {
+		enum transport t = at[k].t;
+		int rd = at[k].rd;
+		struct sp_sum m = sp_sum(o, c, t, rd);
 
-			printf("%s{\"transport\":\"%s\",\"reader\":\"%s\",\"p50_us\":%.3f,"
-			       "\"p99_us\":%.3f,\"max_us\":%.3f", f ? "" : ",", bench_tname[t],
-			       bench_sp_rd_name[rd], m.p50, m.p99, vmax(c[t][rd].max, o->repeat));
-			if (m.k50 > 0 && m.k99 > 0)
-				printf(",\"ratio_p50\":%.4f,\"ratio_p99\":%.4f", m.p50 / m.k50,
-				       m.p99 / m.k99);
-			else
-				printf(",\"ratio_p50\":null,\"ratio_p99\":null");
-			json_runs("p50_runs", c[t][rd].p50, o->repeat);
-			json_runs("reader_cpu_runs", c[t][rd].cpu, o->repeat);
-			json_runs("p99_runs", c[t][rd].p99, o->repeat);
-			json_runs("max_runs", c[t][rd].max, o->repeat);
-			json_runs("writer_call_p50_runs", c[t][rd].wcall, o->repeat);
-			json_runs("to_wake_p50_runs", c[t][rd].wake, o->repeat);
-			json_runs("to_data_p50_runs", c[t][rd].take, o->repeat);
-			printf("}");
-			f = false;
-		}
+		printf("%s{\"transport\":\"%s\",\"reader\":\"%s\",\"p50_us\":%.3f,"
+		       "\"p99_us\":%.3f,\"max_us\":%.3f", k ? "," : "", bench_tname[t],
+		       bench_sp_rd_name[rd], m.p50, m.p99, vmax(c[t][rd].max, o->repeat));
+		if (m.k50 > 0 && m.k99 > 0)
+			printf(",\"ratio_p50\":%.4f,\"ratio_p99\":%.4f", m.p50 / m.k50,
+			       m.p99 / m.k99);
+		else
+			printf(",\"ratio_p50\":null,\"ratio_p99\":null");
+		json_runs("p50_runs", c[t][rd].p50, o->repeat);
+		json_runs("reader_cpu_runs", c[t][rd].cpu, o->repeat);
+		json_runs("p99_runs", c[t][rd].p99, o->repeat);
+		json_runs("max_runs", c[t][rd].max, o->repeat);
+		json_runs("writer_call_p50_runs", c[t][rd].wcall, o->repeat);
+		json_runs("to_wake_p50_runs", c[t][rd].wake, o->repeat);
+		json_runs("to_data_p50_runs", c[t][rd].take, o->repeat);
+		printf("}");
 	}
 	printf("]}");
 }

@@ -216,6 +216,67 @@ int up_commit(struct up_end *w, size_t n)
 	return up__ring_commit(w, n);
 }
 
+/* up_commit_reserve() after its short way published and kept the lock
+ * (short.h): leave it as up__merge_close() does, then reserve afresh. */
+static __attribute__((noinline)) ssize_t commit_reserve_out(struct up_end *w, size_t len,
+							    struct iovec *iov, int *iovcnt)
+{
+	struct up_shm_lines *ln = w->p->ln;
+	bool revoked;
+	uint32_t nwait;
+
+	w->resv_bytes = 0;
+	revoked = up__bias_leave_own(w, &ln->wlock);
+	/* [wait] sc: the waker's load of nwait, after the progress store;
+	 * pairs with [wait] sc in up__wait_ready(). */
+	nwait = atomic_load_explicit(&ln->rd_wait.nwait, memory_order_seq_cst);
+	if (revoked || nwait != 0)
+		up__merge_close_wake(w, revoked, nwait != 0);
+	up__live_tick(w);
+	return (ssize_t)up__reserve_small(w, len, iov, iovcnt);
+}
+
+/* up_commit_reserve() where its short way declined, nothing done yet. */
+static __attribute__((noinline)) ssize_t commit_reserve_general(struct up_end *w, size_t n,
+								size_t len, struct iovec *iov,
+								int *iovcnt)
+{
+	int r;
+
+	if (!up__commit_small(w, n)) {
+		r = up__ring_commit(w, n);
+		if (r < 0)
+			return r;
+	}
+	up__live_tick(w);
+	return (ssize_t)up__reserve_small(w, len, iov, iovcnt);
+}
+
+/*
+ * A message writer's one call per message: the commit, then the next
+ * reservation by a short way only (short.h), which never waits and never
+ * fails. Anything the short ways decline is left to up_reserve() (return
+ * 0), so every error returned here is the commit's and means nothing new is
+ * reserved: the two outcomes cannot be confused. The rare ways are
+ * tail-called, so the short way saves no register on entry.
+ */
+ssize_t up_commit_reserve(struct up_end *w, size_t n, size_t len, struct iovec *iov,
+			  int *iovcnt)
+{
+	ssize_t r;
+
+	if (!w || !iov || !iovcnt)
+		return -EINVAL;
+	if (!(w->flags & UP_WR))
+		return -EBADF;
+	r = up__commit_reserve_small(w, n, len, iov, iovcnt);
+	if (up__likely(r > 0))
+		return r;
+	if (r < 0)
+		return commit_reserve_out(w, len, iov, iovcnt);
+	return commit_reserve_general(w, n, len, iov, iovcnt);
+}
+
 ssize_t up_peek(struct up_end *r, struct iovec *iov, int *iovcnt)
 {
 	size_t n;

@@ -131,6 +131,61 @@ static inline bool up__commit_small(struct up_end *w, size_t n)
 	return true;
 }
 
+/*
+ * up_commit_reserve()'s short way: the lone writer publishes its merge
+ * reservation as up__commit_small() does and reserves the room after it as
+ * up__reserve_small() would, without leaving the writers' lock in between.
+ * Staying inside is a longer critical section, which the bias allows (a
+ * revoker waits while the owner is inside, bias.h); so the leave and the
+ * entry, two stores, become one look at the bias for a revoker's mark.
+ * Every check comes before the first store. Returns the bytes reserved (the
+ * call is done); 0 when declined, nothing done (the general path takes the
+ * call); -1 when published with the lock still ours and something to do
+ * out of line first (a revoker's mark, a sleeping reader, the liveness
+ * tick): the caller finishes with up__commit_reserve_out().
+ */
+static inline ssize_t up__commit_reserve_small(struct up_end *w, size_t n, size_t len,
+					       struct iovec *iov, int *iovcnt)
+{
+	struct up_pipe *p = w->p;
+	struct up_shm_lines *ln = p->ln;
+	struct up_shm_slot *s = w->last_slot;
+	uint32_t have = w->last_len + (uint32_t)n, nwait;
+	bool out;
+
+	if (!up__resv_is_merge(w) || !w->last_ok || !w->biased || n == 0 || n > w->resv_bytes ||
+	    len == 0 || *iovcnt <= 0 || len > p->g.page_size - have || w->armed ||
+	    up__is_broken(p) || !up__last_slot_same(w, s))
+		return 0;
+	/* relaxed: a hint, as in up__reserve_small(). */
+	if (len > p->g.page_size / 2 &&
+	    up__side_open(atomic_load_explicit(&ln->state.writers, memory_order_relaxed)) != 1)
+		return 0;
+	/* [wait] sc: the EPIPE edge; pairs with [wait] sc in up__side_leave(). */
+	if (up__side_gone(atomic_load_explicit(&ln->state.readers, memory_order_seq_cst)))
+		return 0;
+	up__count(&w->c.bytes_written, n);
+	up__count(&w->c.writes, 1);
+	up__progress_store(w, ln, &s->len, have);
+	w->last_len = have;
+	up__store_ahead(w, have);
+	/* relaxed: as in up__bias_leave_own(), ordered by a revoker's
+	 * barrier; a mark missed here is seen at the next leave. */
+	out = (atomic_load_explicit(&ln->wlock.bias, memory_order_relaxed) & UP_BIAS_REVOKE) != 0;
+	/* [wait] sc: the waker's load of nwait after its progress store, as
+	 * in up__merge_close(); pairs with [wait] sc in up__wait_ready(). */
+	nwait = atomic_load_explicit(&ln->rd_wait.nwait, memory_order_seq_cst);
+	if (up__unlikely(out || nwait != 0 || ++w->live_calls >= UP_LIVE_CALLS))
+		return -1;
+	iov[0].iov_base = w->last_base + have;
+	if (iov[0].iov_len != len)
+		iov[0].iov_len = len;
+	if (*iovcnt != 1)
+		*iovcnt = 1;
+	w->resv_bytes = len; /* resv_merge stays set */
+	return (ssize_t)len;
+}
+
 /* A fresh peek's short way (peek.c, see its top): the rest of the slot this
  * end keeps, when it holds @want bytes. Only the readers' lock (through the
  * bias, our own entry) and our position line are touched. True when taken (the lock then held). */

@@ -249,10 +249,23 @@ UP_API ssize_t up_readv(struct up_end *r, const struct iovec *iov, int iovcnt);
  * (n larger than reserved), -EPIPE, -EPROTO, or -EAGAIN: a non-blocking end
  * found the writers' lock held by another writer; the reservation stays,
  * commit again.
+ * up_commit_reserve - up_commit(@n), then a reservation of @len as
+ * up_reserve() makes it, but only where it needs neither a wait nor a new
+ * page: the room left at the end of the last page, for the pipe's only
+ * writer. One call per message for a writer that builds messages in place,
+ * where up_commit() and up_reserve() are two. Returns the bytes reserved
+ * (@len, in one span); 0 when the commit was made but the next reservation
+ * is up_reserve()'s to make (the page is full, @len is 0 or over what a
+ * page has left, the pipe has other writers, or there is an error to
+ * report); or the commit's error, as up_commit() returns it, with nothing
+ * new reserved. -EINVAL and -EBADF come before the commit. The reservation
+ * holds the writers' lock as up_reserve()'s does.
  * Exclusive on end; never interleaved with other writers inside one page.
  */
 UP_API ssize_t up_reserve(struct up_end *w, size_t len, struct iovec *iov, int *iovcnt);
 UP_API int up_commit(struct up_end *w, size_t n);
+UP_API ssize_t up_commit_reserve(struct up_end *w, size_t n, size_t len, struct iovec *iov,
+				 int *iovcnt);
 
 /*
  * Zero copy, reader side.

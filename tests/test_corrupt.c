@@ -477,9 +477,9 @@ static void touch_write(const struct iovec *iov, int cnt, long long total)
 	}
 }
 
-static const char *const op_name[9] = {
+static const char *const op_name[10] = {
 	"read", "write", "peek+consume", "consume", "reserve+commit", "commit",
-	"readv", "writev", "stats",
+	"readv", "writev", "stats", "reserve+commit_reserve",
 };
 
 static void exercise(struct up_pipe *q, struct harness_rng *rng, int ops)
@@ -504,7 +504,7 @@ static void exercise(struct up_pipe *q, struct harness_rng *rng, int ops)
 		int cnt = 8;
 		long long n;
 
-		int op = (int)(harness_rng_next(rng) % 9);
+		int op = (int)(harness_rng_next(rng) % 10);
 
 		if (g_verbose)
 			fprintf(stderr, "  op %d: %s len %zu\n", i, op_name[op], len);
@@ -577,6 +577,31 @@ static void exercise(struct up_pipe *q, struct harness_rng *rng, int ops)
 			iov[1].iov_len = len - len / 3;
 			n = up_writev(w, iov, 2);
 			check_rc(n, (long long)len, &broken, true, "up_writev");
+			break;
+		case 9:
+			if (!w)
+				break;
+			n = up_reserve(w, len, iov, &cnt);
+			check_rc(n, (long long)len, &broken, true, "up_reserve");
+			/* Messages one call each; >0 is a reservation, which a
+			 * broken pipe never hands out (0 and errors as a
+			 * commit's). */
+			for (int k = 0; k < 4 && n > 0; k++) {
+				size_t next = (size_t)harness_rng_range(rng, 1, 512);
+
+				CHECK(cnt >= 1 && cnt <= 8);
+				touch_write(iov, cnt, n);
+				cnt = 8;
+				n = up_commit_reserve(w, (size_t)harness_rng_range(rng, 0, (uint64_t)n),
+						      next, iov, &cnt);
+				CHECK(!(n > 0 && broken));
+				check_rc(n, (long long)next, &broken, false, "up_commit_reserve");
+			}
+			if (n > 0) {
+				touch_write(iov, cnt, n);
+				n = up_commit(w, (size_t)n);
+				check_rc(n, 0, &broken, false, "up_commit");
+			}
 			break;
 		default: {
 			struct up_stats st;

@@ -66,14 +66,45 @@ struct honest_arg {
 	int last_err;
 };
 
+/* Messages of @len bytes in place, one call each (up_commit_reserve()),
+ * every span handed out written over: one outside the segment would fault.
+ * Returns the last call's result. */
+static ssize_t zc_messages(struct up_end *w, size_t len)
+{
+	struct iovec iov[4];
+	int cnt = 4, i, k;
+	ssize_t n = up_reserve(w, len, iov, &cnt);
+
+	for (k = 0; k < 8 && n > 0; k++) {
+		for (i = 0; i < cnt; i++)
+			memset(iov[i].iov_base, 0x6b, iov[i].iov_len);
+		cnt = 4;
+		n = up_commit_reserve(w, (size_t)n, len, iov, &cnt);
+	}
+	if (n > 0)
+		n = up_commit(w, 0);
+	return n;
+}
+
 static void *honest_writer(void *arg)
 {
 	struct honest_arg *a = arg;
 	static char buf[8192];
 
 	memset(buf, 0x5a, sizeof(buf));
-	while (now_ms() < a->deadline && !atomic_load(&stop_streaming)) {
-		ssize_t n = up_write(a->e, buf, 1 + (size_t)(now_ms() % sizeof(buf)));
+	for (unsigned it = 0; now_ms() < a->deadline && !atomic_load(&stop_streaming); it++) {
+		size_t len = 1 + (size_t)(now_ms() % sizeof(buf));
+		ssize_t n;
+
+		if (it % 2) {
+			n = zc_messages(a->e, len % 512 + 1);
+			if (n == -EPROTO || n == -EPIPE) {
+				a->last_err = (int)n;
+				break;
+			}
+			continue;
+		}
+		n = up_write(a->e, buf, len);
 
 		if (n > 0)
 			a->bytes += (uint64_t)n;

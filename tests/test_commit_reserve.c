@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_commit_reserve.c - up_commit_reserve(), a message writer's one call
+ * per message: the commit as up_commit() makes it, then the room after it
+ * reserved while the last page has it, 0 where up_reserve() must take over,
+ * and errors that are always the commit's. Also what its short way must
+ * not skip: the wake of a reader that sleeps, and the lock handed to a
+ * writer that joins while the stream goes on.
+ */
+#include <sys/syscall.h>
+
+#include "sem_common.h"
+
+/* Messages of @len bytes into a pipe of 4 KiB pages, one call each: every
+ * reservation follows the last in its page until the page has no room, the
+ * call then says 0 and up_reserve() takes a fresh page. */
+static void messages_follow_each_other_in_the_page(void)
+{
+	static const size_t lens[] = { 16, 40, 100, 1000, 1024 };
+	size_t li;
+
+	for (li = 0; li < 5; li++) {
+		const size_t len = lens[li];
+		struct up_pipe *p = mk_pipe(16 * KiB, 4096);
+		struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK);
+		struct up_end *w = mk_end(p, UP_WR | UP_NONBLOCK);
+		struct up_stats st;
+		struct iovec iov[4];
+		uint64_t off = 0, rd = 0;
+		int cnt = 4, i, zeros = 0;
+		ssize_t n;
+		bool eof;
+
+		CHECK_EQ(up_reserve(w, len, iov, &cnt), (ssize_t)len);
+		for (i = 0; i < 400; i++) {
+			uintptr_t at = (uintptr_t)iov[0].iov_base;
+
+			CHECK_EQ(cnt, 1);
+			CHECK_EQ(iov[0].iov_len, len);
+			harness_fill(47, off, iov[0].iov_base, len);
+			cnt = 4;
+			n = up_commit_reserve(w, len, len, iov, &cnt);
+			off += len;
+			if (n > 0) {
+				/* right after the message just published */
+				CHECK_EQ(n, (ssize_t)len);
+				CHECK_EQ((uintptr_t)iov[0].iov_base, at + len);
+				continue;
+			}
+			CHECK_EQ(n, 0);
+			/* only where the page had no room for the next */
+			CHECK((at & 4095) + 2 * len > 4096);
+			zeros++;
+			rd += drain_pat(r, 47, rd, &eof);
+			CHECK_EQ(rd, off);
+			cnt = 4;
+			CHECK_EQ(up_reserve(w, len, iov, &cnt), (ssize_t)len);
+			CHECK_EQ((uintptr_t)iov[0].iov_base & 4095, 0);
+		}
+		CHECK(zeros >= 400 / (int)(4096 / len) - 1);
+		/* the reservation left open is dropped by a commit of 0 */
+		CHECK_OK(up_commit(w, 0));
+		rd += drain_pat(r, 47, rd, &eof);
+		CHECK_EQ(rd, off);
+		CHECK_OK(up_stats(p, &st));
+		CHECK_EQ(st.bytes_written, off);
+		CHECK_EQ(st.writes, 400);
+		CHECK_OK(up_close(w));
+		CHECK_EQ(drain_pat(r, 47, rd, &eof), 0);
+		CHECK(eof);
+		CHECK_OK(up_close(r));
+		up_pipe_release(p);
+	}
+}
+
+/* Every error is the commit's, with nothing new reserved; the arguments are
+ * looked at before anything is committed. */
+static void errors_are_the_commits(void)
+{
+	struct up_pipe *p = mk_pipe(64 * KiB, 4096);
+	struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK), *w = mk_end(p, UP_WR);
+	struct iovec iov[4];
+	uint64_t off = 0;
+	int cnt = 4;
+	bool eof;
+	char c;
+
+	/* nothing reserved: nothing to commit */
+	CHECK_EQ(up_commit_reserve(w, 10, 10, iov, &cnt), -EINVAL);
+	CHECK_EQ(up_commit_reserve(NULL, 0, 10, iov, &cnt), -EINVAL);
+	CHECK_EQ(up_commit_reserve(r, 0, 10, iov, &cnt), -EBADF);
+
+	CHECK_EQ(up_reserve(w, 50, iov, &cnt), 50);
+	harness_fill(48, off, iov[0].iov_base, 50);
+	/* more than reserved, or no room to say where: refused, and the
+	 * reservation stays for a commit */
+	CHECK_EQ(up_commit_reserve(w, 51, 10, iov, &cnt), -EINVAL);
+	CHECK_EQ(up_commit_reserve(w, 50, 10, NULL, &cnt), -EINVAL);
+	CHECK_EQ(up_commit_reserve(w, 50, 10, iov, NULL), -EINVAL);
+	CHECK_EQ(up_read(r, &c, 1), -EAGAIN);
+	cnt = 4;
+	CHECK_EQ(up_commit_reserve(w, 50, 30, iov, &cnt), 30);
+	off += 50;
+	CHECK_EQ(drain_pat(r, 48, 0, &eof), 50);
+	/* 0 drops the reservation, as up_commit(0) does, and reserves anew */
+	harness_fill(99, 0, iov[0].iov_base, 30);
+	cnt = 4;
+	CHECK_EQ(up_commit_reserve(w, 0, 30, iov, &cnt), 30);
+	CHECK_EQ(up_read(r, &c, 1), -EAGAIN);
+	harness_fill(48, off, iov[0].iov_base, 30);
+	/* a length of 0 reserves nothing: the commit is made, 0 said */
+	cnt = 4;
+	CHECK_EQ(up_commit_reserve(w, 30, 0, iov, &cnt), 0);
+	off += 30;
+	CHECK_EQ(drain_pat(r, 48, 50, &eof), 30);
+	cnt = 4;
+	CHECK_EQ(up_reserve(w, 0, iov, &cnt), -EINVAL);
+	/* the reader gone: the commit says -EPIPE, nothing is reserved */
+	cnt = 4;
+	CHECK_EQ(up_reserve(w, 20, iov, &cnt), 20);
+	CHECK_OK(up_close(r));
+	cnt = 4;
+	CHECK_EQ(up_commit_reserve(w, 20, 20, iov, &cnt), -EPIPE);
+	CHECK_EQ(up_commit(w, 0), 0);
+	CHECK_EQ(up_write(w, "x", 1), -EPIPE);
+	CHECK_OK(up_close(w));
+	up_pipe_release(p);
+}
+
+struct sleeper {
+	struct up_end *r;
+	_Atomic pid_t tid;
+	char buf[64];
+	ssize_t got;
+};
+
+static void *sleeper_main(void *arg)
+{
+	struct sleeper *s = arg;
+
+	atomic_store(&s->tid, (pid_t)syscall(SYS_gettid));
+	s->got = up_read(s->r, s->buf, sizeof(s->buf));
+	return NULL;
+}
+
+/* A reader asleep for data is woken by the message the call publishes (a
+ * wake issued, not the sleep's own slice running out), and the call still
+ * reserves the next. */
+static void a_sleeping_reader_wakes(void)
+{
+	struct up_pipe *p = mk_pipe(64 * KiB, 4096);
+	struct sleeper s = { .r = mk_end(p, UP_RD) };
+	struct up_end *w = mk_end(p, UP_WR);
+	struct iovec iov[4];
+	pthread_t th;
+	int cnt = 4, round;
+
+	CHECK_OK(up_set_timeout(s.r, 5000));
+	CHECK_EQ(up_reserve(w, 20, iov, &cnt), 20);
+	for (round = 0; round < 3; round++) {
+		struct up_stats a, b;
+
+		atomic_store(&s.tid, 0);
+		CHECK_EQ(pthread_create(&th, NULL, sleeper_main, &s), 0);
+		harness_wait_asleep(&s.tid);
+		harness_fill(49, 20 * (uint64_t)round, iov[0].iov_base, 20);
+		CHECK_OK(up_stats(p, &a));
+		cnt = 4;
+		CHECK_EQ(up_commit_reserve(w, 20, 20, iov, &cnt), 20);
+		CHECK_OK(up_stats(p, &b));
+		CHECK(b.wakes > a.wakes);
+		CHECK_EQ(pthread_join(th, NULL), 0);
+		CHECK_EQ(s.got, 20);
+		CHECK_EQ(harness_verify(49, 20 * (uint64_t)round, s.buf, 20), (size_t)-1);
+	}
+	CHECK_OK(up_close(w));
+	CHECK_OK(up_close(s.r));
+	up_pipe_release(p);
+}
+
+struct joiner {
+	struct up_pipe *p;
+	struct up_end *w;
+	_Atomic pid_t tid;
+	ssize_t res;
+};
+
+/* Opens a writer end of its own and writes once. */
+static void *joiner_main(void *arg)
+{
+	struct joiner *j = arg;
+
+	atomic_store(&j->tid, (pid_t)syscall(SYS_gettid));
+	j->w = mk_end(j->p, UP_WR);
+	j->res = up_write(j->w, "JOINED", 6);
+	return NULL;
+}
+
+/*
+ * The stream's short way keeps the writers' lock from one call to the next
+ * (a reservation holds it anyway). A second writer that opens and wants
+ * the lock marks it and sleeps: the stream's next call must see the mark, publish,
+ * and let the lock go (0: nothing reserved) instead of keeping it until its
+ * last commit. Nothing is lost or reordered.
+ */
+static void a_joining_writer_gets_the_lock(void)
+{
+	static const char want[] = "msg-msg-msg-msg-msg-msg-msg-msg-msg-msg-msg-msg-"
+				   "JOINEDmsg-msg-";
+	struct up_pipe *p = mk_pipe(64 * KiB, 4096);
+	struct up_end *r = mk_end(p, UP_RD), *w = mk_end(p, UP_WR);
+	struct joiner j = { .p = p };
+	char buf[sizeof(want)];
+	struct iovec iov[4];
+	size_t got = 0;
+	pthread_t th;
+	int cnt = 4, i;
+	ssize_t n;
+
+	CHECK_EQ(up_reserve(w, 8, iov, &cnt), 8);
+	for (i = 0; i < 5; i++) {
+		memcpy(iov[0].iov_base, "msg-msg-", 8);
+		cnt = 4;
+		CHECK_EQ(up_commit_reserve(w, 8, 8, iov, &cnt), 8);
+	}
+	memcpy(iov[0].iov_base, "msg-msg-", 8);
+	CHECK_EQ(pthread_create(&th, NULL, joiner_main, &j), 0);
+	harness_wait_asleep(&j.tid);
+	cnt = 4;
+	CHECK_EQ(up_commit_reserve(w, 8, 8, iov, &cnt), 0);
+	CHECK_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(j.res, 6);
+	cnt = 4;
+	CHECK_EQ(up_reserve(w, 8, iov, &cnt), 8);
+	memcpy(iov[0].iov_base, "msg-msg-", 8);
+	CHECK_OK(up_commit(w, 8));
+	CHECK_OK(up_close(w));
+	CHECK_OK(up_close(j.w));
+	while ((n = up_read(r, buf + got, sizeof(buf) - got)) > 0)
+		got += (size_t)n;
+	CHECK_EQ(n, 0);
+	CHECK_EQ(got, sizeof(want) - 1);
+	CHECK(memcmp(buf, want, got) == 0);
+	CHECK_OK(up_close(r));
+	up_pipe_release(p);
+}
+
+int main(int argc, char **argv)
+{
+	sem_init(argc, argv);
+	RUN(messages_follow_each_other_in_the_page);
+	RUN(errors_are_the_commits);
+	RUN(a_sleeping_reader_wakes);
+	RUN(a_joining_writer_gets_the_lock);
+	return 0;
+}

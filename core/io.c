@@ -291,6 +291,45 @@ ssize_t up_peek(struct up_end *r, struct iovec *iov, int *iovcnt)
 	return peek_general(r, iov, iovcnt);
 }
 
+/* up_consume_peek() where the consume's short way declined. */
+static __attribute__((noinline)) ssize_t consume_peek_general(struct up_end *r, size_t n,
+							      struct iovec *iov, int *iovcnt)
+{
+	int c = up__ring_consume(r, n);
+	size_t k;
+
+	if (c < 0)
+		return c;
+	k = up__peek_small_entry(r, iov, iovcnt);
+	if (k > 0)
+		return (ssize_t)k;
+	return peek_general(r, iov, iovcnt);
+}
+
+/*
+ * A message reader's one call per message: the consume, then the next peek,
+ * each by its short way where it can. The consume's errors (-EINVAL for n
+ * past what is readable, -EPROTO) and the arguments' are the only ones
+ * returned before the peek; -EINVAL means nothing was consumed.
+ */
+ssize_t up_consume_peek(struct up_end *r, size_t n, struct iovec *iov, int *iovcnt)
+{
+	size_t k;
+
+	/* The peek's argument errors come first too: after the consume, an
+	 * -EINVAL would say nothing was consumed when something was. */
+	if (!r || !iov || !iovcnt || *iovcnt <= 0)
+		return -EINVAL;
+	if (!(r->flags & UP_RD))
+		return -EBADF;
+	if (!up__consume_small_entry(r, n))
+		return consume_peek_general(r, n, iov, iovcnt);
+	k = up__peek_small_entry(r, iov, iovcnt);
+	if (k > 0)
+		return (ssize_t)k;
+	return peek_general(r, iov, iovcnt);
+}
+
 int up_consume(struct up_end *r, size_t n)
 {
 	if (!r)

@@ -281,11 +281,18 @@ UP_API ssize_t up_commit_reserve(struct up_end *w, size_t n, size_t len, struct 
  * up_consume - release the first @n bytes of the stream (n may exceed what the
  * last peek showed only up to what is readable). Returns 0, -EINVAL
  * (n > readable), -EPROTO.
+ * up_consume_peek - up_consume(@n), then up_peek() in the same call: one
+ * call per message for a reader that uses messages in place, where
+ * up_consume() and up_peek() are two. Returns what the peek returns (the
+ * bytes visible, 0 at end of stream, -EAGAIN, -ETIMEDOUT, -ECANCELED,
+ * -EPROTO), after the consume was made; or -EINVAL (a NULL pointer, a bad
+ * *iovcnt, or @n past what is readable) or -EBADF, with nothing consumed.
  * Exclusive on end. With several reader ends, peek holds the readers' lock
  * until the matching consume: other readers wait meanwhile.
  */
 UP_API ssize_t up_peek(struct up_end *r, struct iovec *iov, int *iovcnt);
 UP_API int up_consume(struct up_end *r, size_t n);
+UP_API ssize_t up_consume_peek(struct up_end *r, size_t n, struct iovec *iov, int *iovcnt);
 
 struct up_stats {
 	uint64_t bytes_written, bytes_read;

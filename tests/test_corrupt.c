@@ -526,6 +526,17 @@ static void exercise(struct up_pipe *q, struct harness_rng *rng, int ops)
 				break;
 			n = up_peek(r, iov, &cnt);
 			check_rc(n, 1ll << 40, &broken, true, "up_peek");
+			/* Now and then a message at a time: the spans a consume
+			 * and peek in one call shows are touched as well. */
+			for (int k = 0; n > 0 && k < 4 && (harness_rng_next(rng) & 1); k++) {
+				CHECK(cnt >= 1 && cnt <= 8);
+				touch_read(iov, cnt, n);
+				cnt = 8;
+				n = up_consume_peek(r, (size_t)harness_rng_range(rng, 0, (uint64_t)n + 1),
+						    iov, &cnt);
+				CHECK(!(n > 0 && broken));
+				check_rc(n, 1ll << 40, &broken, false, "up_consume_peek");
+			}
 			if (n > 0) {
 				CHECK(cnt >= 1 && cnt <= 8);
 				touch_read(iov, cnt, n);

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_commit_reserve.c - up_commit_reserve(), a message writer's one call
- * per message: the commit as up_commit() makes it, then the room after it
- * reserved while the last page has it, 0 where up_reserve() must take over,
- * and errors that are always the commit's. Also what its short way must
- * not skip: the wake of a reader that sleeps, and the lock handed to a
- * writer that joins while the stream goes on.
+ * test_zc_messages.c - the zero-copy calls for messages, one call each.
+ *
+ * up_commit_reserve(): the commit as up_commit() makes it, then the room
+ * after it reserved while the last page has it, 0 where up_reserve() must
+ * take over, and errors that are always the commit's. Also what its short
+ * way must not skip: the wake of a reader that sleeps, and the lock handed
+ * to a writer that joins while the stream goes on.
+ *
+ * up_consume_peek(): the consume, then the next peek; what it returns is
+ * the peek's, after the consume, except the argument errors, which come
+ * first and consume nothing.
  */
 #include <sys/syscall.h>
 
@@ -245,6 +250,126 @@ static void a_joining_writer_gets_the_lock(void)
 	up_pipe_release(p);
 }
 
+/* Messages written one by one, read in place one call each: each peek
+ * shows the next message first, every byte arrives once and in order, and
+ * the call after the last message consumes it and says end of stream. */
+static void messages_read_one_call_each(void)
+{
+	struct up_pipe *p = mk_pipe(16 * KiB, 4096);
+	struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK), *w = mk_end(p, UP_WR);
+	const size_t len = 40;
+	struct iovec iov[4];
+	uint64_t off = 0, calls = 0;
+	struct up_stats st;
+	int cnt = 4, i;
+	ssize_t n;
+
+	for (i = 0; i < 300; i++)
+		write_pat(w, 50, (uint64_t)i * len, len);
+	CHECK_OK(up_close(w));
+	n = up_peek(r, iov, &cnt);
+	while (n > 0) {
+		CHECK(n >= (ssize_t)len);
+		CHECK(iov[0].iov_len >= len);
+		CHECK_EQ(harness_verify(50, off, iov[0].iov_base, len), (size_t)-1);
+		off += len;
+		cnt = 4;
+		n = up_consume_peek(r, len, iov, &cnt);
+		calls++;
+	}
+	CHECK_EQ(n, 0);
+	CHECK_EQ(off, 300 * len);
+	CHECK_EQ(calls, 300);
+	CHECK_OK(up_stats(p, &st));
+	CHECK_EQ(st.bytes_read, off);
+	/* nothing left after end of stream */
+	cnt = 4;
+	CHECK_EQ(up_peek(r, iov, &cnt), 0);
+	CHECK_OK(up_close(r));
+	up_pipe_release(p);
+}
+
+/* The argument errors come first and consume nothing; -EAGAIN and the rest
+ * are the peek's, after the consume. */
+static void consume_peek_errors(void)
+{
+	struct up_pipe *p = mk_pipe(16 * KiB, 4096);
+	struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK), *w = mk_end(p, UP_WR);
+	struct iovec iov[4];
+	int cnt = 4, zero = 0;
+	bool eof;
+
+	write_pat(w, 51, 0, 100);
+	CHECK_EQ(up_consume_peek(w, 10, iov, &cnt), -EBADF);
+	CHECK_EQ(up_peek(r, iov, &cnt), 100);
+	CHECK_EQ(up_consume_peek(r, 10, NULL, &cnt), -EINVAL);
+	CHECK_EQ(up_consume_peek(r, 10, iov, NULL), -EINVAL);
+	CHECK_EQ(up_consume_peek(r, 10, iov, &zero), -EINVAL);
+	cnt = 4;
+	CHECK_EQ(up_consume_peek(r, 101, iov, &cnt), -EINVAL);
+	/* none of those consumed a byte */
+	cnt = 4;
+	CHECK_EQ(up_peek(r, iov, &cnt), 100);
+	CHECK_EQ(harness_verify(51, 0, iov[0].iov_base, 100), (size_t)-1);
+	/* all of it consumed; nothing more yet */
+	cnt = 4;
+	CHECK_EQ(up_consume_peek(r, 100, iov, &cnt), -EAGAIN);
+	write_pat(w, 51, 100, 30);
+	CHECK_EQ(drain_pat(r, 51, 100, &eof), 30);
+	CHECK(!eof);
+	CHECK_OK(up_close(w));
+	CHECK_OK(up_close(r));
+	up_pipe_release(p);
+}
+
+struct full_writer {
+	struct up_end *w;
+	_Atomic pid_t tid;
+	ssize_t res;
+};
+
+static void *full_writer_main(void *arg)
+{
+	struct full_writer *f = arg;
+
+	atomic_store(&f->tid, (pid_t)syscall(SYS_gettid));
+	f->res = up_write(f->w, "more", 4);
+	return NULL;
+}
+
+/* A writer asleep on a full pipe is woken by the pages the consume frees,
+ * and the peek in the same call shows what is left. */
+static void consume_wakes_a_full_writer(void)
+{
+	struct up_pipe *p = mk_pipe(16 * KiB, 4096);
+	struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK);
+	struct full_writer f = { .w = mk_end(p, UP_WR | UP_NONBLOCK) };
+	struct iovec iov[8];
+	size_t in;
+	pthread_t th;
+	int cnt = 8;
+	ssize_t n;
+
+	in = fill_nb(f.w, 52, 0);
+	CHECK(in > 0);
+	CHECK_OK(up_close(f.w));
+	f.w = mk_end(p, UP_WR);
+	CHECK_OK(up_set_timeout(f.w, 5000));
+	CHECK_EQ(pthread_create(&th, NULL, full_writer_main, &f), 0);
+	harness_wait_asleep(&f.tid);
+	n = up_peek(r, iov, &cnt);
+	CHECK(n >= 8 * (ssize_t)KiB);
+	cnt = 8;
+	n = up_consume_peek(r, 8 * KiB, iov, &cnt);
+	CHECK_EQ(n, (ssize_t)(in - 8 * KiB));
+	CHECK_EQ(harness_verify(52, 8 * KiB, iov[0].iov_base, iov[0].iov_len), (size_t)-1);
+	CHECK_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(f.res, 4);
+	CHECK_OK(up_close(f.w));
+	CHECK_OK(up_close(r));
+	up_pipe_release(p);
+}
+
 int main(int argc, char **argv)
 {
 	sem_init(argc, argv);
@@ -252,5 +377,8 @@ int main(int argc, char **argv)
 	RUN(errors_are_the_commits);
 	RUN(a_sleeping_reader_wakes);
 	RUN(a_joining_writer_gets_the_lock);
+	RUN(messages_read_one_call_each);
+	RUN(consume_peek_errors);
+	RUN(consume_wakes_a_full_writer);
 	return 0;
 }

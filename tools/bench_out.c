@@ -283,7 +283,7 @@ void bench_print_header(const struct opts *o, const struct env *env)
 	if (env->kpipe_note[0])
 		printf("  note: %s\n", env->kpipe_note);
 	printf("  uringpipe %s, page %zu B, numa node %d; seed %" PRIu64 "; clock_gettime %.0f ns\n"
-	       "  MB = 10^6 B; zc = reserve, fill, commit_reserve + peek/consume\n",
+	       "  MB = 10^6 B; zc = reserve, fill, commit_reserve + peek, sum, consume_peek\n",
 	       UP_VERSION_STRING, env->up_page, env->numa_node, o->seed, env->clock_ns);
 	bench_print_vs_note(o, env);
 }

@@ -266,30 +266,22 @@ static void verify_chunk(struct worker *w, const unsigned char *got, size_t n)
 }
 
 /* The zero-copy reader: peek, use at most buflen (--read-size) bytes in
- * place (their sum, and in a verification pass the check), consume those.
- * Its counters live in registers, as the writer's do (writer_main()). */
+ * place (their sum, and in a verification pass the check), then consume
+ * those and peek again in one call (up_consume_peek()), as a reader of
+ * messages in place would. Its counters live in registers, as the writer's
+ * do (writer_loop()). */
 static void zc_reader(struct worker *w)
 {
 	const size_t buflen = w->buflen;
 	const bool verify = w->sh->verify;
-	uint64_t sum = 0, moved = 0, calls = 0;
+	uint64_t sum = 0, moved = 0, calls = 1;
+	struct iovec iov[BENCH_IOV];
+	int cnt = BENCH_IOV;
+	ssize_t r = up_peek(w->end, iov, &cnt);
 
-	for (;;) {
-		struct iovec iov[BENCH_IOV];
-		int cnt = BENCH_IOV;
-		ssize_t r = up_peek(w->end, iov, &cnt);
+	while (r > 0) {
 		size_t take = 0;
-		int c;
 
-		calls++;
-		if (r == 0)
-			break;
-		if (r < 0) {
-			snprintf(w->err, sizeof(w->err), "reader %u: peek failed after %" PRIu64
-				 " bytes: %s (%d)", w->idx, moved, up_strerror((int)r), (int)r);
-			bench_close_end(w);
-			break;
-		}
 		/* The spans up to buflen bytes: what this step uses. */
 		for (int i = 0; i < cnt; i++) {
 			if (take == buflen) {
@@ -302,29 +294,35 @@ static void zc_reader(struct worker *w)
 		}
 		for (int i = 0; i < cnt; i++)
 			sum += bench_byte_sum(iov[i].iov_base, iov[i].iov_len);
-		/* scratch holds max(1 MiB, size): verify in slices;
-		 * verify_chunk() takes the offset from w->moved. */
-		w->moved = moved;
-		for (int i = 0; verify && i < cnt && !w->bad; i++) {
-			for (size_t done = 0; done < iov[i].iov_len && !w->bad;) {
-				size_t k = iov[i].iov_len - done;
-				if (k > buflen)
-					k = buflen;
-				verify_chunk(w, (const unsigned char *)iov[i].iov_base + done, k);
-				w->moved += k;
-				done += k;
+		if (verify) {
+			/* scratch holds max(1 MiB, size): verify in slices;
+			 * verify_chunk() takes the offset from w->moved. */
+			w->moved = moved;
+			for (int i = 0; i < cnt && !w->bad; i++) {
+				for (size_t done = 0; done < iov[i].iov_len && !w->bad;) {
+					size_t k = iov[i].iov_len - done;
+					if (k > buflen)
+						k = buflen;
+					verify_chunk(w, (const unsigned char *)iov[i].iov_base + done, k);
+					w->moved += k;
+					done += k;
+				}
 			}
 		}
-		c = up_consume(w->end, take);
-		if (c < 0) {
-			snprintf(w->err, sizeof(w->err), "reader %u: consume failed after %" PRIu64
-				 " bytes: %s (%d)", w->idx, moved, up_strerror(c), c);
-			bench_close_end(w);
+		cnt = BENCH_IOV;
+		r = up_consume_peek(w->end, take, iov, &cnt);
+		calls++;
+		if (r == -EINVAL) /* refused: nothing consumed */
 			break;
-		}
 		moved += take;
 		/* relaxed: a progress hint for the watchdog, publishes nothing. */
 		atomic_store_explicit(&w->progress, moved, memory_order_relaxed);
+	}
+	if (r < 0) {
+		snprintf(w->err, sizeof(w->err), "reader %u: %s failed after %" PRIu64
+			 " bytes: %s (%d)", w->idx, r == -EINVAL ? "consume" : "peek", moved,
+			 up_strerror((int)r), (int)r);
+		bench_close_end(w);
 	}
 	w->sum = sum;
 	w->moved = moved;

@@ -322,28 +322,13 @@ static void consume_peek_errors(void)
 	up_pipe_release(p);
 }
 
-struct full_writer {
-	struct up_end *w;
-	_Atomic pid_t tid;
-	ssize_t res;
-};
-
-static void *full_writer_main(void *arg)
-{
-	struct full_writer *f = arg;
-
-	atomic_store(&f->tid, (pid_t)syscall(SYS_gettid));
-	f->res = up_write(f->w, "more", 4);
-	return NULL;
-}
-
 /* A writer asleep on a full pipe is woken by the pages the consume frees,
  * and the peek in the same call shows what is left. */
 static void consume_wakes_a_full_writer(void)
 {
 	struct up_pipe *p = mk_pipe(16 * KiB, 4096);
 	struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK);
-	struct full_writer f = { .w = mk_end(p, UP_WR | UP_NONBLOCK) };
+	struct harness_writer f = { .w = mk_end(p, UP_WR | UP_NONBLOCK), .buf = "more" };
 	struct iovec iov[8];
 	size_t in;
 	pthread_t th;
@@ -355,7 +340,7 @@ static void consume_wakes_a_full_writer(void)
 	CHECK_OK(up_close(f.w));
 	f.w = mk_end(p, UP_WR);
 	CHECK_OK(up_set_timeout(f.w, 5000));
-	CHECK_EQ(pthread_create(&th, NULL, full_writer_main, &f), 0);
+	CHECK_EQ(pthread_create(&th, NULL, harness_writer_main, &f), 0);
 	harness_wait_asleep(&f.tid);
 	n = up_peek(r, iov, &cnt);
 	CHECK(n >= 8 * (ssize_t)KiB);

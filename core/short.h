@@ -142,7 +142,7 @@ static inline bool up__commit_small(struct up_end *w, size_t n)
  * call is done); 0 when declined, nothing done (the general path takes the
  * call); -1 when published with the lock still ours and something to do
  * out of line first (a revoker's mark, a sleeping reader, the liveness
- * tick): the caller finishes with up__commit_reserve_out().
+ * tick): the caller finishes out of line (io.c, commit_reserve_out()).
  */
 static inline ssize_t up__commit_reserve_small(struct up_end *w, size_t n, size_t len,
 					       struct iovec *iov, int *iovcnt)

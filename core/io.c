@@ -221,17 +221,8 @@ int up_commit(struct up_end *w, size_t n)
 static __attribute__((noinline)) ssize_t commit_reserve_out(struct up_end *w, size_t len,
 							    struct iovec *iov, int *iovcnt)
 {
-	struct up_shm_lines *ln = w->p->ln;
-	bool revoked;
-	uint32_t nwait;
-
 	w->resv_bytes = 0;
-	revoked = up__bias_leave_own(w, &ln->wlock);
-	/* [wait] sc: the waker's load of nwait, after the progress store;
-	 * pairs with [wait] sc in up__wait_ready(). */
-	nwait = atomic_load_explicit(&ln->rd_wait.nwait, memory_order_seq_cst);
-	if (revoked || nwait != 0)
-		up__merge_close_wake(w, revoked, nwait != 0);
+	up__merge_leave_own(w, w->p->ln);
 	up__live_tick(w);
 	return (ssize_t)up__reserve_small(w, len, iov, iovcnt);
 }
@@ -241,13 +232,10 @@ static __attribute__((noinline)) ssize_t commit_reserve_general(struct up_end *w
 								size_t len, struct iovec *iov,
 								int *iovcnt)
 {
-	int r;
+	int r = up_commit(w, n);
 
-	if (!up__commit_small(w, n)) {
-		r = up__ring_commit(w, n);
-		if (r < 0)
-			return r;
-	}
+	if (r < 0)
+		return r;
 	up__live_tick(w);
 	return (ssize_t)up__reserve_small(w, len, iov, iovcnt);
 }
@@ -296,14 +284,8 @@ static __attribute__((noinline)) ssize_t consume_peek_general(struct up_end *r, 
 							      struct iovec *iov, int *iovcnt)
 {
 	int c = up__ring_consume(r, n);
-	size_t k;
 
-	if (c < 0)
-		return c;
-	k = up__peek_small_entry(r, iov, iovcnt);
-	if (k > 0)
-		return (ssize_t)k;
-	return peek_general(r, iov, iovcnt);
+	return c < 0 ? c : up_peek(r, iov, iovcnt);
 }
 
 /*
@@ -314,8 +296,6 @@ static __attribute__((noinline)) ssize_t consume_peek_general(struct up_end *r, 
  */
 ssize_t up_consume_peek(struct up_end *r, size_t n, struct iovec *iov, int *iovcnt)
 {
-	size_t k;
-
 	/* The peek's argument errors come first too: after the consume, an
 	 * -EINVAL would say nothing was consumed when something was. */
 	if (!r || !iov || !iovcnt || *iovcnt <= 0)
@@ -324,10 +304,7 @@ ssize_t up_consume_peek(struct up_end *r, size_t n, struct iovec *iov, int *iovc
 		return -EBADF;
 	if (!up__consume_small_entry(r, n))
 		return consume_peek_general(r, n, iov, iovcnt);
-	k = up__peek_small_entry(r, iov, iovcnt);
-	if (k > 0)
-		return (ssize_t)k;
-	return peek_general(r, iov, iovcnt);
+	return up_peek(r, iov, iovcnt);
 }
 
 int up_consume(struct up_end *r, size_t n)

@@ -99,6 +99,22 @@ void up__merge_close_locked(struct up_end *w);
 void up__merge_close_wake(struct up_end *w, bool revoked, bool wake);
 
 /*
+ * The bias owner's leave after a progress store: up__wlock_drop(), then
+ * up__wake_line(), with both loads before either call. The nwait load
+ * stays after the progress store, as up__wake_line() needs.
+ */
+static inline void up__merge_leave_own(struct up_end *w, struct up_shm_lines *ln)
+{
+	bool revoked = up__bias_leave_own(w, &ln->wlock);
+	/* [wait] sc: the waker's load of nwait, as in up__wake_line(); pairs
+	 * with [wait] sc in up__wait_ready(). */
+	uint32_t nwait = atomic_load_explicit(&ln->rd_wait.nwait, memory_order_seq_cst);
+
+	if (up__unlikely(revoked || nwait != 0))
+		up__merge_close_wake(w, revoked, nwait != 0);
+}
+
+/*
  * Publish the merged bytes by growing @s's len to @len; drop the lock.
  * Inline into the short ways, which are bound by their stores: here the
  * lone writer (the bias ours) makes at most one call, out of line and
@@ -111,8 +127,6 @@ static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint
 	/* Loaded once: the atomics below would make the compiler load the
 	 * pointers again for each use. */
 	struct up_shm_lines *ln = w->p->ln;
-	uint32_t nwait;
-	bool revoked;
 
 	up__progress_store(w, ln, &s->len, len);
 	w->last_len = len;
@@ -121,15 +135,7 @@ static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint
 		up__merge_close_locked(w);
 		return;
 	}
-	/* up__wlock_drop(), then up__wake_line(): both loads before either
-	 * call. The nwait load stays after the progress store, as
-	 * up__wake_line() needs. */
-	revoked = up__bias_leave_own(w, &ln->wlock);
-	/* [wait] sc: the waker's load of nwait, as in up__wake_line(); pairs
-	 * with [wait] sc in up__wait_ready(). */
-	nwait = atomic_load_explicit(&ln->rd_wait.nwait, memory_order_seq_cst);
-	if (up__unlikely(revoked || nwait != 0))
-		up__merge_close_wake(w, revoked, nwait != 0);
+	up__merge_leave_own(w, ln);
 }
 
 /* The lone writer's copy of the last slot (writer.c, last_keep()) still

@@ -150,7 +150,7 @@ writer_call_timed(struct worker *w, const bool zc, struct zc_resv *z, size_t *ha
 		  const unsigned char *p, size_t rem, uint64_t after)
 {
 	uint64_t a = now_ns();
-	ssize_t r = zc ? zc_write(w, z, have, p, rem, after) : do_write(w, p, rem);
+	ssize_t r = writer_call(w, zc, z, have, p, rem, after);
 
 	if (w->nlat < w->lat_cap)
 		w->lat[w->nlat++] = now_ns() - a;

@@ -296,7 +296,12 @@ static void no_early_sleeps(void)
 	o = run_gaps_mode(gaps, 100, false, 0, UP_NO_EARLY);
 	report("2 ms, UP_NO_EARLY", 100, &o);
 	CHECK_EQ(o.early + o.misses + o.spin_ns, 0u);
-	CHECK(o.wakes >= 90); /* all but the few a spin before the sleep found */
+	/* Each sleep was ended by the writer's wake, but for the race
+	 * BOTH_MAX allows for. How many messages came while the reader was
+	 * still busy with the last one is the host's: 14 in 100 once under
+	 * TSan with the other tests running, 0-2 here alone. */
+	CHECK(o.wakes + BOTH_MAX >= o.waits);
+	CHECK(o.waits >= 50);
 }
 
 /*

@@ -58,6 +58,7 @@ static void geom_from_hdr(struct up__geom *g, const struct up_shm_hdr *h,
 	g->flags = h->flags;
 	g->keep_pages = h->keep_pages;
 	g->spare_pages = h->spare_pages;
+	g->sys_page = (uint32_t)sysconf(_SC_PAGESIZE);
 	g->trim_ns = (uint64_t)h->trim_ms * 1000000u;
 	g->off = *o;
 }

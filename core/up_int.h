@@ -61,6 +61,7 @@ struct up__geom {
 	uint32_t flags;
 	uint32_t keep_pages;  /* free pages kept resident (pool trim) */
 	uint32_t spare_pages; /* pool pages beyond the capacity (shm_layout.h) */
+	uint32_t sys_page;    /* the kernel's page: what a fault or a madvise takes */
 	uint64_t trim_ns;     /* minimum time between two trims of one end */
 	struct up_shm_offsets off;
 };
@@ -222,6 +223,8 @@ struct up_end {
 	 * kept so that the short ways compute neither per call. */
 	struct up_shm_slot *last_slot;
 	unsigned char *last_base;
+	/* Writer: the base page last populated ahead (writer.c, populate_ahead()). */
+	unsigned char *ahead;
 	uint32_t cache[UP_END_CACHE_MAX];
 	/* Writer: streaming or plain stores for whole pages (copy.h). */
 	struct up__stores stores;

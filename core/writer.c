@@ -22,9 +22,85 @@
  * (up__ring_write_small()), loading nothing from the segment that another
  * core writes.
  */
+#include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "writer.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* The kernel refused MADV_POPULATE_WRITE (before 5.14): never ask again. */
+static _Atomic bool ahead_refused;
+
+/*
+ * Called after this writer woke a sleeping reader: the message is on its
+ * way, and a writer whose reader sleeps writes sparsely, so the base page
+ * its next write enters is populated now instead of inside that write,
+ * where the first touch of a memfd page (its allocation and zeroing) would
+ * delay the next message by the fault (docs/DESIGN.md, "Pages populated
+ * ahead"). Only once the last write ended in the second half of its base
+ * page, so that a byte written still holds one page; only after a wake, so
+ * that a streaming writer makes no call. A populate never changes a byte:
+ * the span may be another writer's room, or a page the trim takes back
+ * meanwhile, and costs then a page of memory until the next trim at most.
+ */
+static void populate_ahead(struct up_end *w)
+{
+	struct up_pipe *p = w->p;
+	const uint32_t sys = p->g.sys_page, ps = p->g.page_size;
+	uint32_t used, next;
+	unsigned char *at;
+	int saved;
+
+	if (!w->last_ok || sys == 0 || sys > ps ||
+	    atomic_load_explicit(&ahead_refused, memory_order_relaxed))
+		return;
+	used = w->last_len & (sys - 1);
+	if (used == 0 && w->last_len != 0)
+		next = w->last_len; /* that base page is full: the next starts here */
+	else if (used >= sys / 2)
+		next = w->last_len - used + sys;
+	else
+		return;
+	if (next < ps)
+		at = w->last_base + next;
+	else if (w->ncache > w->resv_pages)
+		at = up__page_ptr(p, w->cache[w->resv_pages]); /* the next page a write takes */
+	else
+		return;
+	if (at == w->ahead)
+		return;
+	w->ahead = at;
+	saved = errno;
+	up__count(&w->c.syscalls, 1);
+	if (madvise(at, sys, MADV_POPULATE_WRITE) < 0 && errno == EINVAL)
+		atomic_store_explicit(&ahead_refused, true, memory_order_relaxed);
+	errno = saved;
+}
+
+/* up__wake_line_slow() for the readers' line, then the page ahead if a
+ * wake went out: one more call at most for each wake, never for a writer
+ * whose reader keeps up or has a wake in flight. */
+static void wake_reader_slow(struct up_end *w)
+{
+	uint64_t wakes = atomic_load_explicit(&w->c.wakes, memory_order_relaxed);
+
+	up__wake_line_slow(w, &w->p->ln->rd_wait, 1);
+	if (atomic_load_explicit(&w->c.wakes, memory_order_relaxed) != wakes)
+		populate_ahead(w);
+}
+
+/* up__wake_line() for the reader a writer's progress may wake. */
+static void wake_reader(struct up_end *w)
+{
+	/* [wait] sc: the waker's load of nwait, after its progress store;
+	 * pairs with [wait] sc in up__wait_ready(). */
+	if (atomic_load_explicit(&w->p->ln->rd_wait.nwait, memory_order_seq_cst) != 0)
+		wake_reader_slow(w);
+}
 
 /*
  * The lone writer's copy of the last slot: good from a publish made under
@@ -197,7 +273,7 @@ int up__publish(struct up_end *w, const uint32_t *pages, const uint32_t *lens, u
 	up__progress_store(w, p->ln, &p->ln->prod.head, h + n);
 	last_keep(w, h + n, pages[n - 1], lens[n - 1]);
 	up__wlock_drop(w);
-	up__wake_line(w, &p->ln->rd_wait, 1);
+	wake_reader(w);
 	return 0;
 }
 
@@ -262,7 +338,7 @@ void up__merge_close_locked(struct up_end *w)
 	struct up_shm_lines *ln = w->p->ln;
 
 	up__lock_drop(w, &ln->wlock.word);
-	up__wake_line(w, &ln->rd_wait, 1);
+	wake_reader(w);
 }
 
 /* up__merge_close()'s calls out: a revoker marked the bias (@revoked), a
@@ -272,7 +348,7 @@ void up__merge_close_wake(struct up_end *w, bool revoked, bool wake)
 	if (revoked)
 		up__busy_wake(w);
 	if (wake)
-		up__wake_line_slow(w, &w->p->ln->rd_wait, 1);
+		wake_reader_slow(w);
 }
 
 /* Forget the current reservation, if any, without publishing it. */

@@ -11,7 +11,10 @@
  *    pollfd (no trickle, no call of its own) still gets the pages given
  *    back, with the writer in this process or in a child;
  *  - idle_looks_stop: once that is done, a reader's looks stop before the
- *    pool, so an idle pipe costs no work however often its reader retries.
+ *    pool, so an idle pipe costs no work however often its reader retries;
+ *  - populated_ahead: a writer that woke its reader populates the base page
+ *    its next write enters, once past the middle of the one before, and
+ *    does nothing of the kind otherwise.
  *
  * Residency is mincore() over the segment's mapping: the memfd's pages, who
  * ever faulted them. The waits for a trim poll that figure against a
@@ -29,6 +32,7 @@
 
 #include "harness.h"
 #include "mode_reader.h"
+#include "ring.h"
 #include "up_int.h"
 
 #define KIB 1024u
@@ -280,6 +284,70 @@ static void idle_looks_stop(void)
 	up_pipe_release(p);
 }
 
+/* @n bytes of @w, then read back by @r (non-blocking); with @arm, @r is
+ * armed first, so the write finds it announced and wakes it. Returns the
+ * writer's wakes for that write. */
+static uint64_t write_read(struct up_end *w, struct up_end *r, size_t n, bool arm)
+{
+	static char buf[64 * KIB];
+	uint64_t wakes = atomic_load(&w->c.wakes);
+
+	CHECK(n <= sizeof(buf));
+	if (arm)
+		CHECK_EQ(up_poll_arm(r), 0);
+	memset(buf, 'a', n);
+	CHECK_EQ(up_write(w, buf, n), (ssize_t)n);
+	wakes = atomic_load(&w->c.wakes) - wakes;
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), (ssize_t)n);
+	return wakes;
+}
+
+/*
+ * A sparse writer's next write should not pay the first touch of a memfd
+ * page (writer.c, populate_ahead()). Base pages of the first ring page, in
+ * order: a wake with the write ending in the first half populates nothing;
+ * a write past the middle with nobody asleep makes no call and populates
+ * nothing; one past the middle that wakes populates the next base page; one
+ * that fills the ring page populates the first base page of the page the
+ * next write takes from the writer's cache.
+ */
+static void populated_ahead(void)
+{
+	const size_t sys = (size_t)sysconf(_SC_PAGESIZE);
+	struct up_pipe *p;
+	struct up_end *r, *w;
+	unsigned char *pg;
+	uint64_t sc;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	if (p->g.page_size < 4 * sys)
+		SKIP("ring pages of fewer than four base pages");
+	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &r));
+	CHECK(up_pollfd(r) >= 0); /* poll mode: what up_poll_arm() arms */
+	CHECK_OK(up_open(p, UP_WR, &w));
+	CHECK_EQ(write_read(w, r, sys / 4, true), 1);
+	CHECK(w->last_ok);
+	pg = w->last_base;
+	CHECK_EQ(data_resident(p), sys);
+	sc = atomic_load(&w->c.syscalls);
+	CHECK_EQ(write_read(w, r, sys / 2, false), 0);
+	CHECK_EQ(atomic_load(&w->c.syscalls), sc);
+	CHECK_EQ(harness_resident(pg + sys, sys), 0);
+	CHECK_EQ(write_read(w, r, 64, true), 1);
+	CHECK_EQ(harness_resident(pg + sys, sys), sys);
+	CHECK_EQ(data_resident(p), 2 * sys);
+	/* The rest of the ring page, in one write that merges. */
+	CHECK_EQ(write_read(w, r, p->g.page_size - (sys / 4 + sys / 2 + 64), true), 1);
+	CHECK_EQ(w->last_base, pg);
+	CHECK_EQ(w->last_len, p->g.page_size);
+	CHECK(w->ncache > w->resv_pages);
+	CHECK_EQ(harness_resident(up__page_ptr(p, w->cache[w->resv_pages]), sys), sys);
+	CHECK_EQ(data_resident(p), (size_t)p->g.page_size + sys);
+	up_close(w);
+	up_close(r);
+	up_pipe_release(p);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -291,5 +359,6 @@ int main(int argc, char **argv)
 	RUN(poll_idle);
 	RUN(poll_idle_peer);
 	RUN(idle_looks_stop);
+	RUN(populated_ahead);
 	return 0;
 }

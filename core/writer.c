@@ -55,6 +55,8 @@ static void populate_ahead(struct up_end *w)
 	unsigned char *at;
 	int saved;
 
+	/* relaxed: a flag that only ever turns on, and a miss costs one
+	 * refused call. */
 	if (!w->last_ok || sys == 0 || sys > ps ||
 	    atomic_load_explicit(&ahead_refused, memory_order_relaxed))
 		return;
@@ -76,6 +78,7 @@ static void populate_ahead(struct up_end *w)
 	w->ahead = at;
 	saved = errno;
 	up__count(&w->c.syscalls, 1);
+	/* relaxed: as the load above; nothing else is published by it. */
 	if (madvise(at, sys, MADV_POPULATE_WRITE) < 0 && errno == EINVAL)
 		atomic_store_explicit(&ahead_refused, true, memory_order_relaxed);
 	errno = saved;
@@ -86,9 +89,11 @@ static void populate_ahead(struct up_end *w)
  * whose reader keeps up or has a wake in flight. */
 static void wake_reader_slow(struct up_end *w)
 {
+	/* relaxed: this end's own counter, stored by this thread only. */
 	uint64_t wakes = atomic_load_explicit(&w->c.wakes, memory_order_relaxed);
 
 	up__wake_line_slow(w, &w->p->ln->rd_wait, 1);
+	/* relaxed: as above. */
 	if (atomic_load_explicit(&w->c.wakes, memory_order_relaxed) != wakes)
 		populate_ahead(w);
 }

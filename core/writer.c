@@ -78,8 +78,11 @@ static void populate_ahead(struct up_end *w)
 	w->ahead = at;
 	saved = errno;
 	up__count(&w->c.syscalls, 1);
-	/* relaxed: as the load above; nothing else is published by it. */
-	if (madvise(at, sys, MADV_POPULATE_WRITE) < 0 && errno == EINVAL)
+	/* Refused for good: a kernel before 5.14 (EINVAL), a seccomp filter
+	 * (EPERM, ENOSYS). relaxed: as the load above; nothing else is
+	 * published by it. */
+	if (madvise(at, sys, MADV_POPULATE_WRITE) < 0 &&
+	    (errno == EINVAL || errno == EPERM || errno == ENOSYS))
 		atomic_store_explicit(&ahead_refused, true, memory_order_relaxed);
 	errno = saved;
 }

@@ -32,7 +32,7 @@
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-/* The kernel refused MADV_POPULATE_WRITE (before 5.14): never ask again. */
+/* MADV_POPULATE_WRITE was refused for good (populate_ahead()): never ask again. */
 static _Atomic bool ahead_refused;
 
 /*

@@ -122,8 +122,14 @@ uint64_t up__early_due(struct up_end *e, uint64_t now, bool slack, uint64_t *unt
 	wake = due - lead - (e->early_late ? win : 0);
 	if (slack)
 		wake -= up__timer_slack_ns();
-	if (wake < now + e->spin_ns + UP_EARLY_SLEEP_MIN_NS)
+	if (wake < now + e->spin_ns + UP_EARLY_SLEEP_MIN_NS) {
+		/* The lead leaves the gap no room for a sleep. The lateness is
+		 * learnt from timed early sleeps only, so a large one (a sleep
+		 * preempted once) would keep every plan off for good: let it
+		 * go down by a sixteenth, as an early sleep on time would. */
+		e->early_lat -= e->early_lat / 16;
 		return 0;
+	}
 	/* A writer paced by its own timer is as late as ours are. */
 	*until = due + (win > lead ? win : lead);
 	return wake;

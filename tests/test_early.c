@@ -82,6 +82,9 @@ struct early_run {
 	bool futex; /* the futex(2) backend ran it */
 };
 
+/* The reader's learnt lateness at the start of a run, if not 0. */
+static uint32_t preset_lat;
+
 /* Messages after @gaps_us (n of them) through a fresh pipe, the reader
  * blocking on this thread; its early-wake counters and the writer's wakes. */
 /* Up to @n bytes into @buf: blocking, or, with @ep >= 0, the event loop's
@@ -133,6 +136,8 @@ static struct early_run run_gaps_mode(const uint32_t *gaps_us, uint32_t n, bool 
 	CHECK_OK(up_pipe_create(NULL, &p));
 	CHECK_OK(up_open(p, UP_RD | (poll ? UP_NONBLOCK : 0) | (poll > 1 ? UP_EARLY_POLL : 0) | flags,
 			 &r));
+	if (preset_lat != 0)
+		r->early_lat = preset_lat;
 	if (poll) {
 		struct epoll_event ev = { .events = EPOLLIN };
 
@@ -282,6 +287,28 @@ static void poll_regular_caught_early(void)
 }
 
 /*
+ * A lateness learnt at its largest (150 us: a timed sleep that was
+ * preempted) leaves a 200 us gap no room for an early sleep, and it is
+ * learnt from early sleeps only: unless it goes down while no plan fits,
+ * the early wake stays off for the rest of the stream, as it did for
+ * whole rounds of the benchmark. With it going down, the reader plans
+ * again within a few waits.
+ */
+static void large_lateness_goes_down(void)
+{
+	static uint32_t gaps[300];
+	struct early_run o;
+
+	for (uint32_t i = 0; i < 300; i++)
+		gaps[i] = 200;
+	preset_lat = 150000;
+	o = run_gaps(gaps, 300, false);
+	preset_lat = 0;
+	report("200 us, learnt lateness 150 us at the start", 300, &o);
+	CHECK(o.early >= 30);
+}
+
+/*
  * UP_NO_EARLY: the steady stream that regular_gap_caught_early() catches
  * early is woken for message by message, as a pipe(7) reader is; nothing is
  * tried, so nothing misses either.
@@ -331,6 +358,7 @@ int main(int argc, char **argv)
 	RUN(irregular_backs_off);
 	RUN(one_cpu_spin_yields);
 	RUN(poll_regular_caught_early);
+	RUN(large_lateness_goes_down);
 	RUN(no_early_sleeps);
 	RUN(no_early_keeps_spin_short);
 	return 0;

@@ -14,7 +14,8 @@
  *    pool, so an idle pipe costs no work however often its reader retries;
  *  - populated_ahead: a writer that woke its reader populates the base page
  *    its next write enters, once past the middle of the one before, and
- *    does nothing of the kind otherwise.
+ *    does nothing of the kind otherwise; populate_refused: where a seccomp
+ *    filter refuses that call, it is made once and then no more.
  *
  * Residency is mincore() over the segment's mapping: the memfd's pages, who
  * ever faulted them. The waits for a trim poll that figure against a
@@ -22,10 +23,16 @@
  * between trickle bytes is the workload's pace.
  */
 #include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -348,6 +355,95 @@ static void populated_ahead(void)
 	up_pipe_release(p);
 }
 
+/* This process's madvise(..., MADV_POPULATE_WRITE) fails with EPERM from
+ * now on, as under a container's seccomp profile; the other calls, and
+ * madvise's other advice, pass. 0, or -errno where seccomp is not to be had. */
+static int refuse_populate(void)
+{
+#if defined(__x86_64__) || defined(__aarch64__)
+#if defined(__x86_64__)
+	const uint32_t arch = AUDIT_ARCH_X86_64;
+#else
+	const uint32_t arch = AUDIT_ARCH_AARCH64;
+#endif
+	/* Another ABI's numbers are not madvise's: let them through. The
+	 * advice is compared in its low word (both are little-endian). */
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 0, 5),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_madvise, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 23 /* MADV_POPULATE_WRITE */, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
+		return -errno;
+	return 0;
+#else
+	return -ENOSYS;
+#endif
+}
+
+/*
+ * Where a seccomp filter refuses the populate (EPERM, as Docker's default
+ * profile answers calls it does not list), the writer makes it once and
+ * then never again (writer.c, ahead_refused), rather than a refused call
+ * on every wake. In a child, where the filter and the refusal stay: after
+ * a first wake (the thread's ring made), two writes that end past the
+ * middle of a base page, each waking the reader: the first makes one
+ * system call more than the second, and neither next page holds memory.
+ */
+static void populate_refused(void)
+{
+	int status = 0;
+	pid_t pid;
+
+	harness_block_sigchld();
+	pid = harness_fork(60);
+	if (pid == 0) {
+		const size_t sys = (size_t)sysconf(_SC_PAGESIZE);
+		struct up_pipe *p;
+		struct up_end *r, *w;
+		uint64_t sc, first, second;
+
+		if (refuse_populate() < 0)
+			_exit(77);
+		CHECK_OK(up_pipe_create(NULL, &p));
+		if (p->g.page_size < 4 * sys)
+			_exit(77);
+		CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &r));
+		CHECK(up_pollfd(r) >= 0);
+		CHECK_OK(up_open(p, UP_WR, &w));
+		CHECK_EQ(write_read(w, r, 64, true), 1);
+		sc = atomic_load(&w->c.syscalls);
+		CHECK_EQ(write_read(w, r, sys / 2, true), 1);
+		first = atomic_load(&w->c.syscalls) - sc;
+		sc = atomic_load(&w->c.syscalls);
+		CHECK_EQ(write_read(w, r, sys, true), 1);
+		second = atomic_load(&w->c.syscalls) - sc;
+		printf("# populate refused: the first wake past a middle made %llu system calls, "
+		       "the second %llu\n", (unsigned long long)first, (unsigned long long)second);
+		CHECK_EQ(first, second + 1);
+		CHECK(w->last_ok);
+		CHECK_EQ(harness_resident(w->last_base + 2 * sys, sys), 0);
+		CHECK_EQ(data_resident(p), 2 * sys);
+		up_close(w);
+		up_close(r);
+		up_pipe_release(p);
+		fflush(stdout);
+		_exit(0);
+	}
+	CHECK_EQ(harness_wait_child(pid, 60, &status), 0);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+		SKIP("no seccomp filter to be had here, or ring pages too small");
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -360,5 +456,6 @@ int main(int argc, char **argv)
 	RUN(poll_idle_peer);
 	RUN(idle_looks_stop);
 	RUN(populated_ahead);
+	RUN(populate_refused);
 	return 0;
 }

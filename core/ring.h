@@ -143,20 +143,22 @@ static inline void up__live_tick(struct up_end *e)
 }
 
 /* wake.c: the waker's half of the handshake in wake.h. */
-void up__wake_line_slow(struct up_end *e, struct up_shm_wait *wl, uint32_t nr);
+bool up__wake_line_slow(struct up_end *e, struct up_shm_wait *wl, uint32_t nr);
 void up__wake_writers_slow(struct up_end *rd, bool drained);
 void up__wake_all(struct up_end *e, struct up_shm_wait *wl);
 
 /*
- * Wake up to @nr sleepers on @wl after a progress store. Inline: on the
- * write path this is one load when nobody sleeps.
+ * Wake up to @nr sleepers on @wl after a progress store; true when a wake
+ * went out (not when nobody was announced or a wake was in flight).
+ * Inline: on the write path this is one load when nobody sleeps.
  */
-static inline void up__wake_line(struct up_end *e, struct up_shm_wait *wl, uint32_t nr)
+static inline bool up__wake_line(struct up_end *e, struct up_shm_wait *wl, uint32_t nr)
 {
 	/* [wait] sc: the waker's load of nwait, after its progress store;
 	 * pairs with [wait] sc in up__wait_ready(). */
 	if (atomic_load_explicit(&wl->nwait, memory_order_seq_cst) != 0)
-		up__wake_line_slow(e, wl, nr);
+		return up__wake_line_slow(e, wl, nr);
+	return false;
 }
 
 /* A reader returned pages (@drained: it emptied the ring): wake sleeping

@@ -166,9 +166,7 @@ static inline ssize_t up__commit_reserve_small(struct up_end *w, size_t n, size_
 		return 0;
 	up__count(&w->c.bytes_written, n);
 	up__count(&w->c.writes, 1);
-	up__progress_store(w, ln, &s->len, have);
-	w->last_len = have;
-	up__store_ahead(w, have);
+	up__merge_publish(w, ln, s, have);
 	/* relaxed: as in up__bias_leave_own(), ordered by a revoker's
 	 * barrier; a mark missed here is seen at the next leave. */
 	out = (atomic_load_explicit(&ln->wlock.bias, memory_order_relaxed) & UP_BIAS_REVOKE) != 0;

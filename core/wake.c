@@ -7,8 +7,9 @@
  */
 #include "ring.h"
 
-/* Called by up__wake_line() once it found nwait != 0. */
-void up__wake_line_slow(struct up_end *e, struct up_shm_wait *wl, uint32_t nr)
+/* Called by up__wake_line() once it found nwait != 0; true when a wake went
+ * out. */
+bool up__wake_line_slow(struct up_end *e, struct up_shm_wait *wl, uint32_t nr)
 {
 	uint64_t sc = 0;
 
@@ -28,7 +29,7 @@ void up__wake_line_slow(struct up_end *e, struct up_shm_wait *wl, uint32_t nr)
 	 */
 	if (atomic_exchange_explicit(&wl->pending, 1, memory_order_seq_cst) != 0 &&
 	    (nr != UP_WAKE_ALL || wl != &e->p->ln->rd_wait))
-		return;
+		return false;
 	/*
 	 * A poll-mode end takes a wake like any sleeper, and its event loop may
 	 * not read for a while: a wake for one could stop there and leave a
@@ -47,6 +48,7 @@ void up__wake_line_slow(struct up_end *e, struct up_shm_wait *wl, uint32_t nr)
 	e->waker->ops->wake(e->waker, &wl->seq, nr, wl, &sc);
 	up__count(&e->c.syscalls, sc);
 	up__count(&e->c.wakes, 1);
+	return true;
 }
 
 /*

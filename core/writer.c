@@ -87,27 +87,13 @@ static void populate_ahead(struct up_end *w)
 	errno = saved;
 }
 
-/* up__wake_line_slow() for the readers' line, then the page ahead if a
- * wake went out: one more call at most for each wake, never for a writer
- * whose reader keeps up or has a wake in flight. */
-static void wake_reader_slow(struct up_end *w)
-{
-	/* relaxed: this end's own counter, stored by this thread only. */
-	uint64_t wakes = atomic_load_explicit(&w->c.wakes, memory_order_relaxed);
-
-	up__wake_line_slow(w, &w->p->ln->rd_wait, 1);
-	/* relaxed: as above. */
-	if (atomic_load_explicit(&w->c.wakes, memory_order_relaxed) != wakes)
-		populate_ahead(w);
-}
-
-/* up__wake_line() for the reader a writer's progress may wake. */
+/* Wake the reader a writer's progress may wake, then populate the page
+ * ahead if a wake went out: one more call at most for each wake, never for
+ * a writer whose reader keeps up or has a wake in flight. */
 static void wake_reader(struct up_end *w)
 {
-	/* [wait] sc: the waker's load of nwait, after its progress store;
-	 * pairs with [wait] sc in up__wait_ready(). */
-	if (atomic_load_explicit(&w->p->ln->rd_wait.nwait, memory_order_seq_cst) != 0)
-		wake_reader_slow(w);
+	if (up__wake_line(w, &w->p->ln->rd_wait, 1))
+		populate_ahead(w);
 }
 
 /*
@@ -355,8 +341,8 @@ void up__merge_close_wake(struct up_end *w, bool revoked, bool wake)
 {
 	if (revoked)
 		up__busy_wake(w);
-	if (wake)
-		wake_reader_slow(w);
+	if (wake && up__wake_line_slow(w, &w->p->ln->rd_wait, 1))
+		populate_ahead(w);
 }
 
 /* Forget the current reservation, if any, without publishing it. */

@@ -98,6 +98,16 @@ static inline void up__store_ahead(struct up_end *w, uint32_t len)
 void up__merge_close_locked(struct up_end *w);
 void up__merge_close_wake(struct up_end *w, bool revoked, bool wake);
 
+/* Publish the merged bytes by growing @s's len to @len, the lock still
+ * held, and ask for the lines the next merge stores to. */
+static inline void up__merge_publish(struct up_end *w, struct up_shm_lines *ln,
+				     struct up_shm_slot *s, uint32_t len)
+{
+	up__progress_store(w, ln, &s->len, len);
+	w->last_len = len;
+	up__store_ahead(w, len);
+}
+
 /*
  * The bias owner's leave after a progress store: up__wlock_drop(), then
  * up__wake_line(), with both loads before either call. The nwait load
@@ -128,9 +138,7 @@ static inline void up__merge_close(struct up_end *w, struct up_shm_slot *s, uint
 	 * pointers again for each use. */
 	struct up_shm_lines *ln = w->p->ln;
 
-	up__progress_store(w, ln, &s->len, len);
-	w->last_len = len;
-	up__store_ahead(w, len);
+	up__merge_publish(w, ln, s, len);
 	if (up__unlikely(!w->biased)) {
 		up__merge_close_locked(w);
 		return;

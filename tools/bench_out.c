@@ -82,19 +82,43 @@ void bench_json_transports(const struct opts *o, const struct env *env)
 	       env->unix_buf[0], env->unix_buf[1], env->tcp_buf[0], env->tcp_buf[1]);
 }
 
+/* Zero copy over copy in each round: the two run back to back, so a turn of
+ * the machine's phase between rounds moves both, and one inside a round
+ * skews that round's ratio alone, which the median then leaves out. The
+ * ratio of the two medians takes such a turn in full whenever it falls
+ * between the middle round's copy and zero-copy runs. Returns the number
+ * of rounds with both figures. */
+static unsigned zc_pairs(const struct opts *o, const struct row *rw, double *v)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < o->repeat; i++)
+		if (rw->mbps[T_URING][i] > 0)
+			v[n++] = rw->mbps[T_URING_ZC][i] / rw->mbps[T_URING][i];
+	return n;
+}
+
 static void json_row(const struct opts *o, const struct row *rw)
 {
 	double mk = median(rw->mbps[T_KERNEL], o->repeat);
+	double zp[MAX_REPEAT];
+	unsigned nzp = zc_pairs(o, rw, zp);
 
 	printf("{\"size\":%" PRIu64 ",\"line_rtt_ns\":", rw->size);
 	json_darr(rw->rtt_ns, rw->nrtt, 1);
-	for (int t = T_URING; t < T_COUNT; t++) {
+	for (int t = T_URING; t <= T_URING_ZC; t++) {
 		printf(",\"%s\":", t == T_URING ? "ratio" : "ratio_zc");
 		if (mk > 0)
 			printf("%.4f", median(rw->mbps[t], o->repeat) / mk);
 		else
 			printf("null");
 	}
+	printf(",\"zc_over_copy_rounds\":");
+	json_darr(zp, nzp, 4);
+	if (nzp)
+		printf(",\"zc_over_copy_median\":%.4f", median(zp, nzp));
+	else
+		printf(",\"zc_over_copy_median\":null");
 	printf(",\"read_size\":%" PRIu64, bench_read_size(o, rw->size));
 	for (int t = 0; t < T_COUNT; t++) {
 		double mt = median(rw->mbps[t], o->repeat);
@@ -322,6 +346,23 @@ static void print_rtt(const struct opts *o, const struct row *rows)
 	}
 }
 
+static void print_zc_pairs(const struct opts *o, const struct row *rows)
+{
+	printf("zc/copy: each round's pair, run back to back, and their median\n");
+	for (unsigned s = 0; s < o->nsizes; s++) {
+		double zp[MAX_REPEAT];
+		unsigned n = zc_pairs(o, &rows[s], zp);
+		char sb[32];
+
+		printf("zc/copy at %s:", cat_size_label(rows[s].size, sb, sizeof(sb)));
+		for (unsigned i = 0; i < n; i++)
+			printf(i && i % 10 == 0 ? "\n  %.3f" : " %.3f", zp[i]);
+		if (n)
+			printf(", median %.3f", median(zp, n));
+		putchar('\n');
+	}
+}
+
 /* The table's column order: the kernel transports, then uringpipe's. */
 static const enum transport col_t[T_COUNT] = {T_KERNEL, T_PIPE_URING, T_VMSPLICE, T_UNIX, T_TCP,
 					      T_URING, T_URING_ZC};
@@ -369,6 +410,7 @@ void bench_print_table(const struct opts *o, const struct env *env, const struct
 		}
 		putchar('\n');
 	}
+	print_zc_pairs(o, rows);
 	print_rtt(o, rows);
 	printf("\n%-12s %-5s %9s %9s %9s %12s %12s %12s\n", "transport", "size", "w p50 us",
 	       "w p99 us", "w max us", "syscalls/GiB", "reads/GiB", "writes/GiB");

@@ -23,7 +23,11 @@ done
 if have_python; then
 	python3 - "$T/j" <<'PY'
 import json, sys
-d = json.load(open(sys.argv[1]))
+def no_dup(pairs):
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), keys
+    return dict(pairs)
+d = json.load(open(sys.argv[1]), object_pairs_hook=no_dup)
 rows = d["configs"][0]["rows"]
 assert [r["size"] for r in rows] == [4096, 65536], rows
 for r in rows:
@@ -31,6 +35,14 @@ for r in rows:
         assert r[t]["mbps_median"] > 0, (t, r[t])
         assert r[t]["verified_bytes"] >= 16 << 20
     assert abs(r["ratio"] - r["uringpipe"]["mbps_median"] / r["kernel"]["mbps_median"]) < 1e-3
+    assert abs(r["ratio_zc"] - r["uringpipe_zc"]["mbps_median"] / r["kernel"]["mbps_median"]) \
+        < 1e-3 * r["ratio_zc"], r
+    # Zero copy over copy, round by round: each round's own pair.
+    zc, cp = r["uringpipe_zc"]["mbps"], r["uringpipe"]["mbps"]
+    assert len(r["zc_over_copy_rounds"]) == len(cp) == 1, r
+    for q, z, c in zip(r["zc_over_copy_rounds"], zc, cp):
+        assert abs(q - z / c) < 1e-3 * q, (q, z, c)
+    assert r["zc_over_copy_median"] == r["zc_over_copy_rounds"][0], r
     # The machine's phase: a line round trip before the round and after it,
     # each measured (pinned CPUs) and within reason for any machine.
     if len(__import__("os").sched_getaffinity(0)) >= 2:
@@ -38,6 +50,23 @@ for r in rows:
         assert all(1 < x < 100000 for x in r["line_rtt_ns"]), r["line_rtt_ns"]
 PY
 	expect_eq "bench JSON content (sizes, transports, ratio)" "$?" 0
+fi
+
+# Three rounds: the summary is the median of the rounds' own ratios, which a
+# ratio of the two medians is not, unless one round is the middle of both.
+if have_python; then
+	"$CAT" --bench --sizes 4K --bytes 4M --repeat 3 --json >"$T/j3" 2>"$T/err"
+	expect_eq "bench --repeat 3 --json exit" "$?" 0
+	python3 - "$T/j3" <<'PY'
+import json, statistics, sys
+r = json.load(open(sys.argv[1]))["rows"][0]
+zc, cp = r["uringpipe_zc"]["mbps"], r["uringpipe"]["mbps"]
+q = r["zc_over_copy_rounds"]
+assert len(q) == len(zc) == len(cp) == 3, r
+assert all(abs(a - z / c) < 1e-3 * a for a, z, c in zip(q, zc, cp)), (q, zc, cp)
+assert abs(r["zc_over_copy_median"] - statistics.median(q)) < 1e-4, r
+PY
+	expect_eq "bench JSON: zc/copy is the median of each round's pair" "$?" 0
 fi
 
 test -s "$T/r.html"
@@ -102,6 +131,8 @@ if [ "$(nproc)" -ge 2 ]; then
 	expect_grep "bench --vs: the line round trips, before the round and after it" \
 		'^line rtt ns at 4K: [0-9][0-9]* [0-9][0-9]*$' "$T/vs"
 fi
+expect_grep "bench --vs: zero copy over copy, the round's pair and the median" \
+	'^zc/copy at 4K: [0-9]*\.[0-9][0-9][0-9], median [0-9]*\.[0-9][0-9][0-9]$' "$T/vs"
 wide=$(awk 'length($0) > 100' "$T/vs" | wc -l)
 expect_eq "bench --vs: no line over 100 columns" "$wide" 0
 

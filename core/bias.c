@@ -153,6 +153,13 @@ static int bias_revoke(struct up_end *w, struct up_shm_lock *l, uint32_t b, bool
 		 * inside: whatever it published is whole (single stores). */
 		if (up__lock_owner_gone(w, owner))
 			break;
+		/* A bias stored with the owner's held and busy to match names
+		 * an end that never set it; that end rewrites its held at its
+		 * next take of the word (lock.h), which waits for the word we
+		 * hold: look again here, or we and it wait for each other.
+		 * The real owner clears its bit only after its ACK. */
+		if (bias_forged(w, l, owner))
+			break;
 		if (nonblock)
 			return -EAGAIN; /* the mark stays; the next taker goes on */
 		/* Sleep while busy keeps the value just seen: the owner wakes
@@ -295,6 +302,31 @@ bool up__rlock_busy(struct up_pipe *p)
 	/* relaxed: as above. */
 	return idx != 0 && idx <= p->g.max_ends &&
 	       atomic_load_explicit(&p->ends[idx - 1].busy, memory_order_relaxed) == UP_BUSY_IN;
+}
+
+/*
+ * The writers' lock may be held by a writer inside it: its word names an
+ * endpoint whose held word claims it (lock.c, take_back()), or its bias
+ * owner is inside. A hint, for the lost pool's look (reclaim.c): a writer
+ * tags a batch for the ring under this lock before it publishes it. A word
+ * that names nobody who claims it is no holder; nobody who waits for pages
+ * takes this lock, so nobody would clear it.
+ */
+bool up__wlock_busy(struct up_pipe *p)
+{
+	struct up_shm_lock *l = &p->ln->wlock;
+	/* relaxed: a hint, as above. */
+	uint32_t w = atomic_load_explicit(&l->word, memory_order_relaxed) & UP_END_ROLE_MASK;
+	/* relaxed: as above. */
+	uint32_t b = atomic_load_explicit(&l->bias, memory_order_relaxed) & UP_END_ROLE_MASK;
+
+	/* relaxed: as above. */
+	if (w != 0 && w <= p->g.max_ends &&
+	    (atomic_load_explicit(&p->ends[w - 1].held, memory_order_relaxed) & UP_HELD_WLOCK))
+		return true;
+	/* relaxed: as above. */
+	return b != 0 && b <= p->g.max_ends &&
+	       atomic_load_explicit(&p->ends[b - 1].busy, memory_order_relaxed) == UP_BUSY_IN;
 }
 
 /*

@@ -35,12 +35,32 @@ int up__biased_try_slow(struct up_end *e, struct up_shm_lock *l);
 void up__bias_give_up(struct up_end *e);
 void up__busy_wake(struct up_end *e);
 bool up__rlock_busy(struct up_pipe *p);
+bool up__wlock_busy(struct up_pipe *p);
 int up__wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expect);
 
 /* The lock @e's side owns: the only one it can be biased to. */
 static inline struct up_shm_lock *up__own_lock(struct up_end *e)
 {
 	return (e->flags & UP_WR) ? &e->p->ln->wlock : &e->p->ln->rlock;
+}
+
+/*
+ * The owner's held word is written only by the owner (lock.h); a value that
+ * differs from our copy was stored by a peer. Restored here, on the way in
+ * through the bias, which takes no word and would otherwise never rewrite
+ * it: a stored claim of the lock word (with the word naming us) would keep
+ * the other ends of our side waiting as long as we stay biased, where they
+ * should wait only until our next call. One load of the line our busy store
+ * just took.
+ */
+static inline void up__held_check(struct up_end *e)
+{
+	_Atomic uint32_t *held = &((struct up_shm_end *)((char *)e->busy -
+							   offsetof(struct up_shm_end, busy)))->held;
+
+	/* relaxed: our own word; see up__held_set(). */
+	if (up__unlikely(atomic_load_explicit(held, memory_order_relaxed) != e->held))
+		atomic_store_explicit(held, e->held, memory_order_relaxed);
 }
 
 /* The bias owner's entry into @l, its side's own lock: one store, one
@@ -60,8 +80,10 @@ static inline bool up__bias_enter_own(struct up_end *e, struct up_shm_lock *l)
 		atomic_signal_fence(memory_order_seq_cst);
 		/* [bias] acq: the critical section's loads stay after the
 		 * check; pairs with [bias] mb in bias_revoke(). */
-		if (up__likely(atomic_load_explicit(&l->bias, memory_order_acquire) == e->lock_id))
+		if (up__likely(atomic_load_explicit(&l->bias, memory_order_acquire) == e->lock_id)) {
+			up__held_check(e);
 			return true;
+		}
 		/* [busy] rel: our earlier critical sections before the ACK;
 		 * pairs with [busy] acq in bias_revoke(). */
 		atomic_store_explicit(busy, UP_BUSY_ACK, memory_order_release);

@@ -84,8 +84,11 @@ static ssize_t peek_locked(struct up_end *rd, struct iovec *iov, int *iovcnt, bo
 			/* [len] acq: pairs with [len] rel in up__progress_store(). */
 			len = atomic_load_explicit(&s->len, memory_order_acquire);
 		}
+		/* Writers publish no empty slot (writer.c): one would be
+		 * skipped here while up__rd_ready() calls the ring readable,
+		 * and a blocking peek would go round for ever. */
 		if (pg >= p->g.page_count || !up__page_in_ring(p, pg) || len > p->g.page_size ||
-		    off > len)
+		    off > len || len == 0)
 			return up__proto_error(p);
 		if (len == off)
 			continue;

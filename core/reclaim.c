@@ -138,13 +138,30 @@ void up__pool_trim(struct up_end *rd)
 }
 
 /*
- * Pool indices are hints too. With the ring empty, no page tagged in owner[]
- * (no end holds one taken from the pool) and the readers' lock free (no
- * reader holds pages it took off the ring), every page is free: put - get
- * is page_count. A pool that then has no page to give (put - get at most
- * the spare pages, or out of range) lost them to a store from outside, and
- * writers would wait for pages for ever. Pages in flight - claimed from the
- * pool and not yet tagged, untagged and not yet published - are so for a
+ * Pool indices are hints too. With no unread byte in the ring (the last
+ * live slot, if any, read to its len) and the readers' lock free (no reader
+ * holds pages it took off the ring), every page is in one place: in the
+ * pool (put - get of them) or the hot word, in a live slot (tagged
+ * UP_OWNER_RING, one at most: the last slot the readers keep), or in an
+ * end's hands (tagged with its tag; a dead end's go back by the orphan
+ * sweep). A page in none of these is lost to a store from outside and comes
+ * back never. When the pool then has no page to give (put - get at most the
+ * spare pages, or out of range) and some page is lost, the writers would
+ * wait for pages for ever, or until an end that the page's tag names lets
+ * go of pages it does not have: so the pipe is broken.
+ *
+ * What is counted as somewhere must be checkable, so a store cannot make a
+ * lost page look held: a page tagged with this end's own tag is held only
+ * if it is in this end's cache; a page tagged UP_OWNER_RING beyond the
+ * live slots is in none, unless a writer is inside the writers' lock (it
+ * tags a batch before it publishes it). A page tagged by another live end
+ * is believed, since nobody but that end knows its cache; a store of such
+ * a tag hides one page, and the pages hidden are then fewer than the pages
+ * lost unless the store names every missing page.
+ *
+ * Pages in flight (claimed from the pool and not yet tagged; tagged for the
+ * ring and not yet published, whose publisher holds the writers' lock;
+ * untagged and not yet put back, under the readers' lock) are so for a
  * few instructions, so the state must persist for UP_POOL_LOST_NS before
  * it is believed.
  *
@@ -157,10 +174,38 @@ void up__pool_trim(struct up_end *rd)
  */
 #define UP_POOL_LOST_NS 500000000ull /* 0.5 s */
 
+/* @pg is in this end's cache (a writer's pages, a reader's trim batch). */
+static bool in_own_cache(const struct up_end *e, uint32_t pg)
+{
+	for (uint32_t i = 0; i < e->ncache; i++)
+		if (e->cache[i] == pg)
+			return true;
+	return false;
+}
+
+/* The readers have read every byte published: 0 or 1 live slot, read to its
+ * len. */
+static bool ring_drained(struct up_pipe *p, uint32_t *live)
+{
+	/* relaxed: hints, judged together and only when they persist. */
+	uint64_t pos = atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed);
+	uint32_t t = up__pos_tail(pos);
+	/* relaxed: as above. */
+	uint32_t h = atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed);
+
+	*live = h - t;
+	if (h == t)
+		return true;
+	/* relaxed: as above. */
+	return h - t == 1 && up__pos_off(pos) >= atomic_load_explicit(&up__slot_at(p, t)->len,
+								     memory_order_relaxed);
+}
+
 static bool pool_lost(struct up_end *e)
 {
 	struct up_pipe *p = e->p;
-	uint32_t put, get, n, i;
+	uint32_t put, get, n, live, ring = 0, found, i;
+	bool publishing;
 
 	/* relaxed: hints, judged together and only when they persist. */
 	put = atomic_load_explicit(&p->ln->pput.put, memory_order_relaxed);
@@ -168,20 +213,30 @@ static bool pool_lost(struct up_end *e)
 	n = put - get;
 	if (n > p->g.spare_pages && n <= p->g.page_count)
 		return false;
-	if (e->ncache != 0)
-		return false;
-	/* relaxed: as above. */
-	if (up__pos_tail(atomic_load_explicit(&p->ln->cons.pos, memory_order_relaxed)) !=
-	    atomic_load_explicit(&p->ln->prod.head, memory_order_relaxed))
+	if (n > p->g.page_count)
+		n = 0; /* counters that do not add up give no page */
+	if (!ring_drained(p, &live))
 		return false;
 	/* A reader holding it may hold pages. */
 	if (up__rlock_busy(p))
 		return false;
-	for (i = 0; i < p->g.page_count; i++)
+	publishing = up__wlock_busy(p);
+	/* relaxed: as above. */
+	found = n + (atomic_load_explicit(&p->ln->pput.hot, memory_order_relaxed) !=
+		     UP_POOL_HOT_NONE);
+	for (i = 0; i < p->g.page_count; i++) {
 		/* relaxed: as above. */
-		if (atomic_load_explicit(&p->owner[i], memory_order_relaxed) != 0)
-			return false;
-	return true;
+		uint32_t t = atomic_load_explicit(&p->owner[i], memory_order_relaxed);
+
+		if (t == 0)
+			continue; /* free: counted in the pool above, or lost */
+		if (t == UP_OWNER_RING)
+			ring++;
+		else if (t != e->tag || in_own_cache(e, i))
+			found++;
+	}
+	found += publishing || ring < live ? ring : live;
+	return found < p->g.page_count;
 }
 
 /* On the sleep path of an end waiting for pages or data: see pool_lost().

@@ -301,15 +301,17 @@ int up__shm_attach(int fd, struct up_pipe **out)
 
 	if (fd < 0)
 		return -EBADF;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(h))
-		return -EPROTO;
-	/* Without both seals a peer could shrink the file under us. */
+	/* Without both seals a peer could shrink the file under us. The size
+	 * is read after them: one read before could be stale by the time the
+	 * sender sealed, and the mapping would reach past the file's end. */
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0)
 		return errno == EINVAL ? -EPROTO : -errno;
 	if ((seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+		return -EPROTO;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(h))
 		return -EPROTO;
 	/* pread, not the mapping: the private copy is what gets validated. */
 	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))

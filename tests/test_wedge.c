@@ -24,12 +24,14 @@
  *
  * Cases marked LEAD are stores into the reader/writer counts and endpoint
  * entries' state/pid, which core/peer.c owns: they run and are reported
- * (XFAIL/XPASS) but do not decide the exit status. So is the one RESIDUAL
- * case: UP_BUSY_IN stored into the entry of the writer the lock is really
- * biased to, while it is idle. That is what the owner's entry stores, and
+ * (XFAIL/XPASS) but do not decide the exit status. So are the RESIDUAL
+ * cases. UP_BUSY_IN stored into the entry of the writer the lock is really
+ * biased to, while it is idle: that is what the owner's entry stores, and
  * an owner with a merge reservation open stays so across calls; no word
  * tells the two apart, so the other writers wait for the owner's next call
- * or close (man/uringpipe.7, "Security model").
+ * or close (man/uringpipe.7, "Security model"). Every page of an emptied
+ * pool tagged with W's tag: only W knows its cache, so the others wait for
+ * W's next call that looks for pages (W first: -EPROTO for all).
  *
  * Run with no argument (CI), or --list, or a case name. The backend is
  * chosen at run time (UP_FORCE_FUTEX=1: futex(2)).
@@ -54,6 +56,7 @@ enum { S_PLAIN, S_BIAS };
 struct ids {
 	uint32_t r, rn, w, wn, r2, w2, dead, none;
 	uint32_t idx_r, idx_w, idx_r2, idx_w2;
+	uint32_t tag_r, tag_w, tag_w2; /* owner tags (pagepool.c) */
 	uint64_t rnd;
 };
 
@@ -144,6 +147,29 @@ ATTACK(pool_put_rnd, atomic_store(&L(q)->pput.put, (uint32_t)id->rnd))
 ATTACK(pool_entry,
        atomic_store(&q->pool[atomic_load(&L(q)->pget.get) & q->g.slot_mask], (uint32_t)id->rnd))
 ATTACK(owner_tag, atomic_store(&q->owner[0], id->w2 | 0x100u))
+/* The pool emptied, and pages that are in no place made to look held: by a
+ * live slot (the ring holds none, or only its last slot), or by an end
+ * whose cache does not have them. One page hidden: the others are lost,
+ * and the count shows it. Every page hidden: only what can be checked - the
+ * live slots, the looking end's own cache - shows it (reclaim.c,
+ * pool_lost()). From the highest page down, past the bias setup's last
+ * slot. */
+#define POOL_HIDE(nm, tag, all)                                                                \
+	static void a_##nm(struct up_pipe *q, const struct ids *id)                            \
+	{                                                                                      \
+		uint32_t pg = q->g.page_count;                                                 \
+		(void)id;                                                                      \
+		atomic_store(&L(q)->pget.get, atomic_load(&L(q)->pput.put));                   \
+		while (pg-- > 0 && (pg + 1 == q->g.page_count || (all)))                       \
+			if (atomic_load(&q->owner[pg]) == 0)                                   \
+				atomic_store(&q->owner[pg], tag);                              \
+	}
+POOL_HIDE(pool_hide_ring, UP_OWNER_RING, false)
+POOL_HIDE(pool_hide_w, id->tag_w, false)
+POOL_HIDE(pool_hide_w2, id->tag_w2, false)
+POOL_HIDE(pool_hide_r, id->tag_r, false)
+POOL_HIDE(pool_hide_all_ring, UP_OWNER_RING, true)
+POOL_HIDE(pool_hide_all_w, id->tag_w, true)
 #define WAITLINE(nm, field, val)                                                               \
 	static void a_##nm(struct up_pipe *q, const struct ids *id)                            \
 	{                                                                                      \
@@ -200,7 +226,10 @@ static const struct wcase cases[] = {
 	C(fenced_rnd, S_PLAIN), C(marked_rnd, S_PLAIN), C(marked_max, S_PLAIN),
 	C(pool_get_put, S_PLAIN), C(pool_get_put_k, S_PLAIN), C(pool_put_get_1, S_PLAIN),
 	C(pool_put_rnd, S_PLAIN), C(pool_entry, S_PLAIN), C(owner_tag, S_PLAIN),
-	C(pool_get_put, S_BIAS),
+	C(pool_get_put, S_BIAS), C(pool_hide_ring, S_PLAIN), C(pool_hide_ring, S_BIAS),
+	C(pool_hide_w, S_PLAIN), C(pool_hide_w2, S_PLAIN), C(pool_hide_w2, S_BIAS),
+	C(pool_hide_r, S_PLAIN), C(pool_hide_all_ring, S_PLAIN), C(pool_hide_all_ring, S_BIAS),
+	RESIDUAL(pool_hide_all_w, S_PLAIN),
 	C(wl_seq, S_PLAIN), C(wl_nwait, S_PLAIN), C(wl_nwait_neg, S_PLAIN),
 	C(wl_npoll, S_PLAIN), C(wl_pending, S_PLAIN), C(wl_spin, S_PLAIN),
 	C(wl_spin_rnd, S_PLAIN), C(wlock_npoll, S_PLAIN),
@@ -276,6 +305,7 @@ static void run_case(const struct wcase *c, uint64_t seed, bool bfirst)
 	id.r = r->lock_id, id.rn = rn->lock_id, id.r2 = r2->lock_id;
 	id.w = w->lock_id, id.wn = wn->lock_id, id.w2 = w2->lock_id;
 	id.idx_r = r->idx, id.idx_w = w->idx, id.idx_r2 = r2->idx, id.idx_w2 = w2->idx;
+	id.tag_r = r->tag, id.tag_w = w->tag, id.tag_w2 = w2->tag;
 	id.none = (0x5a5u << 8) | (UP_SHM_MAX_ENDS - 2 + 1); /* a free entry, a made-up gen */
 	id.rnd = harness_mix64(seed) | 0x100;
 	fflush(stdout);

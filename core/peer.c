@@ -99,6 +99,7 @@ int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t which, u
 			atomic_store_explicit(&se->busy, UP_BUSY_OUT, memory_order_relaxed);
 			atomic_store_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
 			atomic_store_explicit(&se->held, 0, memory_order_relaxed);
+			atomic_store_explicit(&se->counted, 0, memory_order_relaxed);
 			atomic_store_explicit(&se->pidns, pidns, memory_order_relaxed);
 			/* [ends-gen] rel: the entry's words before its pid; the
 			 * generation bump below publishes it too; pairs with
@@ -138,6 +139,45 @@ void up__end_free(struct up_pipe *p, uint32_t idx, bool drop)
 	/* After the free: until then a reaper must find the lock held. */
 	if (drop)
 		up__live_drop(p, idx);
+}
+
+/*
+ * An end in its side's count (@count), and out of it. The count changes
+ * and the entry's mark (counted) cannot be one store, and a process can be
+ * killed between any two, so they go in the order that leaves a count too
+ * high, never too low: in, the count first and then the mark; out, the
+ * mark cleared first and then the count. A reaper takes the end out of the
+ * count only if it clears a mark the dead end left (reap_entry()). So an
+ * end killed between the two steps stays counted with no entry behind it,
+ * which counts_repair() puts right once its side has no entry left; never
+ * is a live end's share taken out with it, which would give its peers end
+ * of stream or -EPIPE while it is open.
+ */
+void up__end_count(struct up_pipe *p, uint32_t idx, _Atomic uint32_t *count)
+{
+	struct up_shm_end *se = &p->ends[idx];
+
+	/* relaxed: our own entry, which nobody else writes while it is ours. */
+	uint32_t st = atomic_load_explicit(&se->state, memory_order_relaxed);
+
+	up__side_join(count);
+	/* [counted] sc: the mark after the count it stands for; pairs with
+	 * [counted] sc in reap_entry(). */
+	atomic_store_explicit(&se->counted, st, memory_order_seq_cst);
+}
+
+void up__end_uncount(struct up_pipe *p, uint32_t idx, _Atomic uint32_t *count)
+{
+	struct up_shm_end *se = &p->ends[idx];
+	/* relaxed: our own entry, which nobody else writes while it is ours. */
+	uint32_t st = atomic_load_explicit(&se->state, memory_order_relaxed);
+
+	/* [counted] sc: the mark cleared before the count it stands for;
+	 * pairs with [counted] sc in reap_entry(). Failure: a peer stored
+	 * something else there; the count stays, for counts_repair(). */
+	if (atomic_compare_exchange_strong_explicit(&se->counted, &st, 0, memory_order_seq_cst,
+						    memory_order_relaxed))
+		up__side_leave(count);
 }
 
 /* fork.c: entry @idx, claimed by this process for its child, is the
@@ -186,6 +226,17 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 	 * relaxed: the dead owner wrote it last (its lock is gone), and the
 	 * counts it names are changed by their own seq_cst RMWs below. */
 	uint32_t armed = atomic_load_explicit(&se->armed, memory_order_relaxed);
+	uint32_t mark = seen;
+	/* The dead end's share of its side's count, if it left its mark: its
+	 * clear is ours alone, before the entry can be freed and claimed again
+	 * (a new owner's mark has another generation). [counted] sc: pairs with
+	 * [counted] sc in up__end_count() and up__end_uncount(). */
+	bool counted = atomic_compare_exchange_strong_explicit(&se->counted, &mark, 0,
+								memory_order_seq_cst,
+								memory_order_relaxed);
+	_Atomic uint32_t *count = role == UP_END_READER ? &p->ln->state.readers
+			       : role == UP_END_WRITER ? &p->ln->state.writers
+						       : NULL;
 
 	/* [end-state] acq_rel: one reaper wins, and the loser sees the entry
 	 * freed; the acquire half orders what follows after the claim being
@@ -195,8 +246,11 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 	if (!atomic_compare_exchange_strong_explicit(&se->state, &seen,
 						     seen & ~UP_END_ROLE_MASK,
 						     memory_order_acq_rel,
-						     memory_order_relaxed))
+						     memory_order_relaxed)) {
+		if (counted && count)
+			up__side_leave(count);
 		return false;
+	}
 	/* Take it off that wait line. Left there, it made every waker believe
 	 * in a sleeper, and an armed one turned every data wake into a wake
 	 * for all. The entry itself is not written again: it may be claimed
@@ -213,10 +267,8 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 	} else if ((armed & UP_ARMED_LINE_MASK) == UP_ARMED_LINE_WLOCK) {
 		dec_floor0(&p->ln->wlock.npoll);
 	}
-	if (role == UP_END_READER)
-		up__side_leave(&p->ln->state.readers);
-	else if (role == UP_END_WRITER)
-		up__side_leave(&p->ln->state.writers);
+	if (counted && count)
+		up__side_leave(count);
 	/* [ends-gen] rel: the freed entry and the dropped counts before the
 	 * new generation; pairs with [ends-gen] acq in up__sweep_orphans() and
 	 * up__peers_watch(). */
@@ -227,7 +279,7 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 /*
  * A count that the table contradicts, put right: a side with an open count
  * but no entry of its role left has no open end (a peer stored the count,
- * or died between its free and its decrement), and a side this end saw
+ * or died between a count change and its mark, up__end_count()), and a side this end saw
  * come has come, whatever was stored since. Safe against honest ends in
  * flight: an end is claimed before it is counted and uncounted before it is
  * freed, so a count above the table's entries can only be stale, and the

@@ -72,8 +72,11 @@
  * grown under its announcement.
  * 11: pput.hot, a free page outside the pool's ring (a peer of version 10
  * would not count it free, and a writer of it would wait for ever for the
- * last page the capacity allows while it sat there). */
-#define UP_SHM_VERSION    11u
+ * last page the capacity allows while it sat there).
+ * 12: an endpoint entry's counted, which says whether its end is in its
+ * side's count (a peer of version 11 would not mark its ends, and a reaper
+ * of this version would leave them counted when they die). */
+#define UP_SHM_VERSION    12u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -248,7 +251,12 @@ struct up_shm_end {
 	 * lock word naming an endpoint whose held says otherwise was stored
 	 * by somebody else, and is taken back. Written only by the owner. */
 	_Atomic uint32_t held;
-	uint32_t pad_;
+	/* The entry's state when its end was added to its side's count, 0
+	 * when not (not yet, or taken out again): whoever clears it takes the
+	 * end out of the count, so that an end is taken out once, whether it
+	 * closes or is reaped, and never before it was put in (peer.c,
+	 * up__end_count()). */
+	_Atomic uint32_t counted;
 };
 
 #define UP_ARMED_LINE_NONE 0u

@@ -17,8 +17,8 @@
  * then renamed onto the name (never over a live listener). A socket left at
  * the name by a listener that died refuses connections: it is reclaimed.
  *
- * Only public calls (up_pipe_fd), live.c's reopen and the allocator are
- * used: nothing here is on the data path.
+ * Only the handle's descriptor, live.c's reopen and the allocator are used:
+ * nothing here is on the data path.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -378,9 +378,9 @@ int up_listen2(struct up_pipe *p, const char *name, unsigned int mode, unsigned 
 	r = up__name_addr(name, &sa, &salen);
 	if (r < 0)
 		return r;
-	fd = up_pipe_fd(p);
+	fd = p->fd;
 	if (fd < 0)
-		return fd;
+		return -EINVAL;
 	l = up__calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;

@@ -65,9 +65,39 @@ int up_pipe_attach(int fd, struct up_pipe **out)
 	return r;
 }
 
+/*
+ * Not p->fd: an OFD lock belongs to the open file description, so a process
+ * that kept a descriptor of ours (received by SCM_RIGHTS and never closed,
+ * or still queued in a socket) would keep our ends' liveness locks, and our
+ * ends alive to their peers, after we died. What is handed out is another
+ * description of the same memfd, which holds no lock; made once, at the
+ * first call, so that a pipe never shared costs no descriptor more.
+ */
 int up_pipe_fd(const struct up_pipe *p)
 {
-	return p ? p->fd : -EINVAL;
+	/* A cache beside the handle, not the pipe's state: filled once. */
+	_Atomic int *share = &((struct up_pipe *)p)->share_fd;
+	int fd, none = -1;
+
+	if (!p)
+		return -EINVAL;
+	/* [share] acq: a description another thread made is complete; pairs
+	 * with [share] acq_rel in up_pipe_fd(), that thread's. */
+	fd = atomic_load_explicit(share, memory_order_acquire);
+	if (fd >= 0)
+		return fd;
+	fd = up__live_reopen(p->fd);
+	if (fd < 0)
+		return fd;
+	/* [share] acq_rel: ours, or the one another thread made first; pairs
+	 * with [share] acq_rel and [share] acq in up_pipe_fd(), another
+	 * thread's. */
+	if (!atomic_compare_exchange_strong_explicit(share, &none, fd, memory_order_acq_rel,
+						     memory_order_acquire)) {
+		close(fd);
+		return none;
+	}
+	return fd;
 }
 
 void up__pipe_put(struct up_pipe *p)

@@ -85,6 +85,7 @@ static struct up_pipe *pipe_alloc(void)
 		return NULL;
 	}
 	p->fd = -1;
+	atomic_init(&p->share_fd, -1);
 	p->cw_wd = -1;
 	atomic_init(&p->refs, 1);
 	return p;
@@ -356,5 +357,8 @@ void up__shm_unmap(struct up_pipe *p)
 		munmap(p->base, p->g.off.size);
 	if (p->fd >= 0)
 		close(p->fd);
+	/* relaxed: the last user of the handle; nobody else is here. */
+	if (atomic_load_explicit(&p->share_fd, memory_order_relaxed) >= 0)
+		close(atomic_load_explicit(&p->share_fd, memory_order_relaxed));
 	pipe_free(p);
 }

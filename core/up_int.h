@@ -94,7 +94,10 @@ static inline void up__count(_Atomic uint64_t *c, uint64_t n)
 struct up_pipe {
 	_Atomic uint32_t refs; /* the handle (until release) + each open end */
 	bool released;         /* up_pipe_release called */
-	int fd;
+	int fd;                /* our description: it holds our ends' liveness locks */
+	/* up_pipe_fd()'s: another description of the memfd, holding no lock,
+	 * made at its first call (-1 until then). */
+	_Atomic int share_fd;
 	unsigned char *base;   /* the mapping */
 	struct up__geom g;
 

@@ -11,6 +11,9 @@
  *   forked_handle_copy_does_not_mask_death
  *                           a child that holds a copy of its parent's pipe
  *                           handle does not keep the parent's ends alive;
+ *   received_fd_kept        the memfd a process sent, kept by its receiver
+ *                           and left unread in a socket, does not keep the
+ *                           sender's ends alive once it died;
  *   forked_child_sees_parent_die
  *                           a child that took over its parent's ends sees
  *                           the parent's death (its mapping is its own);
@@ -217,6 +220,64 @@ static void forked_handle_copy_does_not_mask_death(void)
 }
 
 /*
+ * A receiver that keeps the descriptor it was sent (after attaching), and a
+ * copy of it left unread in a socket, must not keep the sender's ends alive
+ * once the sender dies: both are descriptions the sender holds no lock
+ * through (up_pipe_fd()). The victim opens a writer, sends the memfd to us
+ * and into a socket nobody reads, writes and is killed; we must see end of
+ * stream within the bound.
+ */
+static void received_fd_kept(void)
+{
+	struct up_pipe *q = NULL;
+	struct up_end *r = NULL;
+	char buf[64];
+	int sv[2], unread[2], fd, st;
+	uint64_t t0, ns;
+	ssize_t n;
+	pid_t victim;
+
+	CHECK_SYS(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+	CHECK_SYS(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, unread));
+	victim = fork();
+	CHECK_SYS(victim);
+	if (victim == 0) {
+		struct up_pipe *p = mk_pipe();
+		struct up_end *w = NULL;
+
+		CHECK_OK(up_open(p, UP_WR, &w));
+		send_fd(unread[1], up_pipe_fd(p));
+		send_fd(sv[1], up_pipe_fd(p));
+		CHECK_EQ(up_write(w, "hello", 5), 5);
+		for (;;)
+			pause(); /* until SIGKILL */
+	}
+	fd = recv_fd(sv[0]);
+	CHECK_OK(up_pipe_attach(fd, &q)); /* fd stays open, as a careless receiver's */
+	CHECK_OK(up_open(q, UP_RD, &r));
+	up_set_timeout(r, 3000); /* a wedge fails here, not at the watchdog */
+	CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
+	t0 = harness_now_ns();
+	CHECK_SYS(kill(victim, SIGKILL));
+	CHECK_EQ(waitpid(victim, &st, 0), victim);
+	do
+		n = up_read(r, buf, sizeof(buf));
+	while (n > 0);
+	ns = harness_now_ns() - t0;
+	CHECK_EQ(n, 0);
+	CHECK(ns < BOUND_NS);
+	printf("# end of stream %.2f ms after the kill, its memfd kept here and queued in a "
+	       "socket\n", (double)ns / 1e6);
+	close(fd);
+	close(unread[0]);
+	close(unread[1]);
+	close(sv[0]);
+	close(sv[1]);
+	CHECK_OK(up_close(r));
+	up_pipe_release(q);
+}
+
+/*
  * A child that took over its parent's ends across fork() sees the parent's
  * death: the victim makes a pipe with both ends, forks a child that keeps
  * its copy of the reader, writes, and is killed; the child must read what
@@ -389,6 +450,7 @@ int main(int argc, char **argv)
 	harness_watchdog(60);
 	RUN(exec_child_releases);
 	RUN(forked_handle_copy_does_not_mask_death);
+	RUN(received_fd_kept);
 	RUN(forked_child_sees_parent_die);
 	RUN(readers_count_bumped);
 	RUN(writers_count_bumped);

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -314,6 +315,39 @@ static int clear_stale(struct up_listener *l, const char *name)
 	return 0;
 }
 
+/*
+ * The placing (look at the name, remove a stale socket, rename ours onto it)
+ * under an exclusive flock(2) of the directory. Without it, two listeners
+ * that found the same stale socket could both place theirs: the second's
+ * look came before the first's unlink, so it unlinked the first's live
+ * socket by name and renamed its own there, and both calls succeeded. A
+ * placing holds the lock for a few system calls; anyone may flock a
+ * directory they can read, so a lock held longer than PLACE_LOCK_TRIES
+ * milliseconds is not waited for, nor is one on a directory this process
+ * cannot open for reading: the placing goes on without it (the race is back
+ * there, never a hang or a failure). Returns the fd to close, or -1.
+ */
+#define PLACE_LOCK_TRIES 250
+
+static int place_lock(const char *dir)
+{
+	const struct timespec ms = { 0, 1000000 };
+	int fd = open(dir[0] ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int i;
+
+	if (fd < 0)
+		return -1;
+	for (i = 0; i < PLACE_LOCK_TRIES; i++) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return fd;
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			break;
+		nanosleep(&ms, NULL);
+	}
+	close(fd);
+	return -1;
+}
+
 static int listen_path(struct up_listener *l, int s, const char *name)
 {
 	char dir[SUN_PATH_MAX], tmp[64];
@@ -321,7 +355,7 @@ static int listen_path(struct up_listener *l, int s, const char *name)
 	const char *base = slash ? slash + 1 : name;
 	size_t dlen = (size_t)(base - name);
 	struct stat st;
-	int r, attempt;
+	int r, attempt, lk;
 
 	if (!base[0])
 		return -EINVAL; /* "dir/": no file name */
@@ -345,19 +379,27 @@ static int listen_path(struct up_listener *l, int s, const char *name)
 	}
 	l->dev = st.st_dev;
 	l->ino = st.st_ino;
-	for (attempt = 0; attempt < PLACE_ATTEMPTS; attempt++) {
-		r = clear_stale(l, name);
-		if (r == -EAGAIN)
-			continue;
-		if (r < 0)
-			goto out_tmp;
-		r = rename_noreplace(l->dirfd, tmp, l->base);
-		if (r == 0)
-			return 0;
-		if (r != -EEXIST)
-			goto out_tmp;
-	}
+	lk = place_lock(dir);
 	r = -EADDRINUSE; /* others keep taking the name as we look */
+	for (attempt = 0; attempt < PLACE_ATTEMPTS; attempt++) {
+		int c = clear_stale(l, name);
+
+		if (c == -EAGAIN)
+			continue;
+		if (c < 0) {
+			r = c;
+			break;
+		}
+		c = rename_noreplace(l->dirfd, tmp, l->base);
+		if (c != -EEXIST) {
+			r = c;
+			break;
+		}
+	}
+	if (lk >= 0)
+		close(lk);
+	if (r == 0)
+		return 0;
 out_tmp:
 	(void)unlinkat(l->dirfd, tmp, 0);
 	return r;

@@ -34,6 +34,7 @@
 #include <poll.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -869,6 +870,97 @@ static void stale_socket_reclaimed(void)
 	up_pipe_release(p);
 }
 
+/*
+ * Two listeners race for a name where a dead listener left its socket:
+ * exactly one places its own, the other gets -EADDRINUSE. Both looked at
+ * the stale socket; without the directory's lock around the placing, the
+ * second could unlink the first's live socket by name and place its own,
+ * and both calls returned 0 (a few rounds in a thousand here). Then the
+ * same with the directory flock'ed by somebody else for good: the placing
+ * does not wait for that lock for ever.
+ */
+struct stale_racer {
+	struct up_pipe *p;
+	const char *name;
+	pthread_barrier_t *go;
+	struct up_listener *l;
+	int r;
+};
+
+static void *stale_racer_main(void *arg)
+{
+	struct stale_racer *sr = arg;
+
+	pthread_barrier_wait(sr->go);
+	sr->r = up_listen2(sr->p, sr->name, 0600, UP_LISTEN_NOTHREAD, &sr->l);
+	return NULL;
+}
+
+static void make_stale_socket(const char *name)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	CHECK_SYS(s);
+	CHECK(strlen(name) < sizeof(sa.sun_path));
+	strcpy(sa.sun_path, name);
+	CHECK_SYS(bind(s, (const struct sockaddr *)&sa, sizeof(sa)));
+	CHECK_SYS(listen(s, 1));
+	close(s); /* the file stays: a stale socket */
+}
+
+static void two_listeners_one_stale_name(void)
+{
+	struct stale_racer sr[2];
+	pthread_barrier_t go;
+	pthread_t t[2];
+	char name[128];
+	double until = harness_now() + 3.0;
+	int rounds = 0, dirfd;
+	uint64_t t0;
+
+	mk_name(name, sizeof(name), false, "race");
+	for (int k = 0; k < 2; k++)
+		sr[k] = (struct stale_racer){ .p = mk_pipe(), .name = name, .go = &go };
+	CHECK_EQ(pthread_barrier_init(&go, NULL, 3), 0);
+	while (rounds < 3000 && harness_now() < until) {
+		make_stale_socket(name);
+		for (int k = 0; k < 2; k++)
+			CHECK_EQ(pthread_create(&t[k], NULL, stale_racer_main, &sr[k]), 0);
+		pthread_barrier_wait(&go);
+		for (int k = 0; k < 2; k++)
+			CHECK_EQ(pthread_join(t[k], NULL), 0);
+		if (!((sr[0].r == 0 && sr[1].r == -EADDRINUSE) ||
+		      (sr[1].r == 0 && sr[0].r == -EADDRINUSE))) {
+			fprintf(stderr, "round %d: up_listen2 gave %d and %d\n", rounds, sr[0].r,
+				sr[1].r);
+			CHECK(false);
+		}
+		for (int k = 0; k < 2; k++)
+			if (sr[k].r == 0)
+				up_listener_close(sr[k].l);
+		CHECK(!path_exists(name));
+		rounds++;
+	}
+	printf("# %d rounds, one listener placed in each\n", rounds);
+
+	/* Somebody holds the directory's lock and never lets go. */
+	dirfd = open(g_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK_SYS(dirfd);
+	CHECK_SYS(flock(dirfd, LOCK_EX));
+	make_stale_socket(name);
+	t0 = harness_now_ns();
+	CHECK_OK(up_listen2(sr[0].p, name, 0600, UP_LISTEN_NOTHREAD, &sr[0].l));
+	printf("# placed in %.1f ms with the directory locked by another\n",
+	       (double)(harness_now_ns() - t0) / 1e6);
+	CHECK(harness_now_ns() - t0 < 2000000000ull);
+	up_listener_close(sr[0].l);
+	close(dirfd);
+	CHECK_EQ(pthread_barrier_destroy(&go), 0);
+	for (int k = 0; k < 2; k++)
+		up_pipe_release(sr[k].p);
+}
+
 /* A live listener keeps its name, threaded or not, path or abstract. */
 static void live_listener_in_use(void)
 {
@@ -1553,6 +1645,7 @@ int main(int argc, char **argv)
 	RUN_CASE(start_order_abstract);
 	RUN_CASE(concurrent_and_idle_clients);
 	RUN_CASE(stale_socket_reclaimed);
+	RUN_CASE(two_listeners_one_stale_name);
 	RUN_CASE(live_listener_in_use);
 	RUN_CASE(non_socket_kept);
 	RUN_CASE(close_keeps_replaced_name);

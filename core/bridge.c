@@ -11,7 +11,9 @@
  *   trailer  8 bytes: magic "UPEN", u32 16, then u64 the payload byte count,
  *            u32 its CRC32C (Castagnoli, as iSCSI), u32 0;
  *   answer   receiver -> sender, 16 bytes: magic "UPAK", i32 0 or the
- *            positive errno the receiver refused with, u64 bytes it took.
+ *            positive errno the receiver refused with, u64 bytes it took;
+ *            with UP_BRIDGE_ANSWER_LATER the receiver's caller sends it
+ *            once the bytes are passed on (up_bridge_answer()).
  * The sender returns 0 only after an answer of 0 for its own count, so an
  * end of stream is trusted on both sides: a connection that breaks, either
  * peer killed, a short stream or a bad trailer ends with an error on both.
@@ -100,6 +102,7 @@ struct br {
 	struct up__bru *u; /* NULL: send/recv */
 	struct up_bridge_stats *st;
 	uint32_t crc;      /* running, not yet inverted */
+	bool answer_later; /* UP_BRIDGE_ANSWER_LATER */
 };
 
 static int br_opts(struct br *b, int fd, const struct up_bridge_opts *o,
@@ -120,6 +123,7 @@ static int br_opts(struct br *b, int fd, const struct up_bridge_opts *o,
 	    o->frame_max > UP_BR_FRAME_LIMIT || fd < 0)
 		return -EINVAL;
 	b->timeout_ms = o->timeout_ms;
+	b->answer_later = (o->flags & UP_BRIDGE_ANSWER_LATER) != 0;
 	b->frame_max = o->frame_max ? o->frame_max : UP_BR_FRAME_DEF;
 	b->zc_min = o->flags & UP_BRIDGE_NO_ZC ? SIZE_MAX : o->zc_min ? o->zc_min : UP_BR_ZC_MIN_DEF;
 #ifdef UP_HAVE_URING
@@ -262,23 +266,34 @@ static int br_recv_all(struct br *b, void *buf, size_t len, size_t *got)
 	return 0;
 }
 
-/* The receiver's answer: @err 0 (all taken) or the errno it refused with. */
-static void br_answer(struct br *b, int err)
+/* The receiver's answer: @err 0 (all taken) or the errno it refused with.
+ * 0, or the socket's -errno for an answer of 0. */
+static int br_answer(struct br *b, int err, uint64_t bytes)
 {
 	unsigned char a[UP_BR_ANSWER_LEN];
 	struct iovec v = {a, sizeof(a)};
 
 	put32(a, UP_BR_MAGIC_ANSWER);
 	put32(a + 4, (uint32_t)(err < 0 ? -err : err));
-	put64(a + 8, b->st->bytes);
-	if (err == 0) {
+	put64(a + 8, bytes);
+	if (err == 0)
 		/* The sender waits for this one: it must go out. */
-		(void)br_send_all(b, &v, 1, sizeof(a));
-		return;
-	}
+		return br_send_all(b, &v, 1, sizeof(a));
 	/* A refusal is a courtesy: never wait for a peer that does not read. */
 	b->st->syscalls++;
 	(void)send(b->fd, a, sizeof(a), MSG_NOSIGNAL | MSG_DONTWAIT);
+	return 0;
+}
+
+/* What the sender makes of a receiver's nonzero answer: a stream it could
+ * not parse or check, or one it took and could not pass on. */
+static int peer_refusal(uint32_t err)
+{
+	if (err == EBADMSG)
+		return -EBADMSG;
+	if (err == EPROTO || err == EPROTONOSUPPORT)
+		return -EPROTO;
+	return -EREMOTEIO;
 }
 
 /* ------------------------------------------------------------ public calls */
@@ -376,7 +391,7 @@ static int bridge_send(struct br *b, struct up_end *rd)
 		return -EPROTO;
 	peer_err = get32(ans + 4);
 	if (peer_err != 0)
-		return peer_err == EBADMSG ? -EBADMSG : -EPROTO;
+		return peer_refusal(peer_err);
 	if (get64(ans + 8) != b->st->bytes)
 		return -EBADMSG;
 	return 0;
@@ -403,7 +418,7 @@ int up_bridge_send(struct up_end *rd, int sockfd, const struct up_bridge_opts *o
 		st->syscalls++;
 		if (recv(sockfd, a, sizeof(a), MSG_DONTWAIT | MSG_PEEK) == (ssize_t)sizeof(a) &&
 		    get32(a) == UP_BR_MAGIC_ANSWER && get32(a + 4) != 0)
-			r = get32(a + 4) == EBADMSG ? -EBADMSG : -EPROTO;
+			r = peer_refusal(get32(a + 4));
 	}
 	br_done(&b);
 	return r;
@@ -493,7 +508,8 @@ static int bridge_recv(struct br *b, struct up_end *wr)
 			break;
 		if (get64(f + 8) != b->st->bytes || get32(f + 16) != ~b->crc)
 			return -EBADMSG;
-		br_answer(b, 0);
+		if (!b->answer_later)
+			(void)br_answer(b, 0, b->st->bytes);
 		return 0;
 	}
 	return r;
@@ -515,8 +531,32 @@ int up_bridge_recv(struct up_end *wr, int sockfd, const struct up_bridge_opts *o
 		r = bridge_recv(&b, wr);
 		/* Tell the sender why, where the socket still carries it. */
 		if (r == -EPROTO || r == -EPROTONOSUPPORT || r == -EBADMSG || r == -EPIPE)
-			br_answer(&b, r);
+			(void)br_answer(&b, r, st->bytes);
 	}
+	br_done(&b);
+	return r;
+}
+
+int up_bridge_answer(int sockfd, int err, const struct up_bridge_opts *o,
+		     const struct up_bridge_stats *st)
+{
+	struct up_bridge_opts d;
+	struct up_bridge_stats scratch;
+	struct br b;
+	int r;
+
+	if (!st || err > 0)
+		return -EINVAL;
+	up_bridge_opts_init(&d);
+	if (o) {
+		if (o->size < sizeof(*o) || (o->flags & ~UP_BRIDGE_ALL))
+			return -EINVAL;
+		d.timeout_ms = o->timeout_ms;
+	}
+	d.flags = UP_BRIDGE_NO_URING; /* 16 bytes: no ring for that */
+	r = br_opts(&b, sockfd, &d, &scratch);
+	if (r == 0)
+		r = br_answer(&b, err, st->bytes);
 	br_done(&b);
 	return r;
 }

@@ -550,7 +550,11 @@ UP_API int up_wakeup(struct up_end *e);
 /* up_bridge_opts.flags */
 #define UP_BRIDGE_NO_URING 0x1u /* send/recv even where io_uring is allowed */
 #define UP_BRIDGE_NO_ZC    0x2u /* never IORING_OP_SENDMSG_ZC */
-#define UP_BRIDGE_ALL      (UP_BRIDGE_NO_URING | UP_BRIDGE_NO_ZC)
+/* up_bridge_recv() leaves the confirmation of a good stream to the caller,
+ * who sends it with up_bridge_answer() once the bytes are where they go
+ * (written out, say): the sender's 0 then means that. */
+#define UP_BRIDGE_ANSWER_LATER 0x4u
+#define UP_BRIDGE_ALL      (UP_BRIDGE_NO_URING | UP_BRIDGE_NO_ZC | UP_BRIDGE_ANSWER_LATER)
 
 struct up_bridge_opts {
 	uint32_t size;      /* sizeof(struct up_bridge_opts): lets the struct grow */
@@ -588,8 +592,10 @@ UP_API void up_bridge_opts_init(struct up_bridge_opts *o);
  * peer went; SIGPIPE is never raised), -ETIMEDOUT (@o->timeout_ms),
  * -EBADMSG (the receiver counted other bytes than were sent), -EPROTO (the
  * receiver refused the stream or answered something that is not
- * uringpipe's), -EINVAL, -EBADF, another -errno of the socket, or an error
- * of up_peek(). *st says how far it got in every case.
+ * uringpipe's), -EREMOTEIO (the receiver took the stream but could not pass
+ * it on: no reader on its pipe, or its up_bridge_answer() said so),
+ * -EINVAL, -EBADF, another -errno of the socket, or an error of up_peek().
+ * *st says how far it got in every case.
  * Exclusive on @rd; blocks; enters the kernel for every frame.
  */
 UP_API int up_bridge_send(struct up_end *rd, int sockfd, const struct up_bridge_opts *o,
@@ -597,8 +603,9 @@ UP_API int up_bridge_send(struct up_end *rd, int sockfd, const struct up_bridge_
 
 /*
  * up_bridge_recv - receive a stream sent by up_bridge_send() over @sockfd
- * into @wr (a writer end), confirm its trailer to the sender, return. The
- * writer end stays open: closing it is the caller's end of stream.
+ * into @wr (a writer end), confirm its trailer to the sender (unless
+ * UP_BRIDGE_ANSWER_LATER), return. The writer end stays open: closing it is
+ * the caller's end of stream.
  * Returns 0 when every byte arrived and matched the trailer (count and
  * CRC32C); -ECONNABORTED (the stream ended before its trailer: the sender
  * died or closed early; what arrived is in the pipe, an exact prefix),
@@ -611,6 +618,18 @@ UP_API int up_bridge_send(struct up_end *rd, int sockfd, const struct up_bridge_
  */
 UP_API int up_bridge_recv(struct up_end *wr, int sockfd, const struct up_bridge_opts *o,
 			  struct up_bridge_stats *st);
+
+/*
+ * up_bridge_answer - after up_bridge_recv() with UP_BRIDGE_ANSWER_LATER
+ * returned 0: confirm the stream to the sender (@err 0), whose
+ * up_bridge_send() then returns 0, or tell it the stream was not passed on
+ * (@err a negative errno; the sender gets -EREMOTEIO). @st is the receive's
+ * (its byte count goes into the answer); @o's timeout_ms bounds the send.
+ * Returns 0, -EINVAL, or the socket's -errno (the sender went away).
+ * Blocks at most @o->timeout_ms; enters the kernel.
+ */
+UP_API int up_bridge_answer(int sockfd, int err, const struct up_bridge_opts *o,
+			    const struct up_bridge_stats *st);
 
 #ifdef __cplusplus
 }

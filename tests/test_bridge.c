@@ -790,6 +790,65 @@ static void test_bad_args(void)
 	up_close(a[1]);
 }
 
+/*
+ * UP_BRIDGE_ANSWER_LATER: the receive returns with every byte in the pipe
+ * and the sender still waiting; up_bridge_answer() then decides what the
+ * sender returns: 0 for a stream passed on, -EREMOTEIO for one that was not.
+ */
+static void answer_later(int err, int want)
+{
+	struct up_end *a[2], *b[2];
+	struct job pj = {0}, sj = {0}, rj = {0};
+	pthread_t pt, stt;
+	const uint64_t n = 100000;
+	int s[2];
+
+	CHECK_OK(up_pipe2(a, NULL));
+	CHECK_OK(up_pipe2(b, NULL));
+	tcp_pair(s);
+	pj.e = a[1];
+	pj.n = n;
+	up_bridge_opts_init(&sj.o);
+	rj.o = sj.o;
+	rj.o.flags = UP_BRIDGE_ANSWER_LATER;
+	sj.e = a[0];
+	sj.fd = s[0];
+	CHECK_EQ(pthread_create(&pt, NULL, producer, &pj), 0);
+	CHECK_EQ(pthread_create(&stt, NULL, sender, &sj), 0);
+	/* The receive, here: the pipe is big enough for the whole stream. */
+	CHECK_EQ(up_bridge_recv(b[1], s[1], &rj.o, &rj.st), 0);
+	CHECK_EQ(rj.st.bytes, n);
+	up_close(b[1]);
+	CHECK_EQ(drain_check(b[0]), n);
+	/* No answer yet: the sender cannot have returned. */
+	{
+		unsigned char x;
+
+		CHECK_EQ(recv(s[0], &x, 1, MSG_PEEK | MSG_DONTWAIT), -1);
+		CHECK(errno == EAGAIN || errno == EWOULDBLOCK);
+	}
+	CHECK_EQ(up_bridge_answer(s[1], err, &rj.o, &rj.st), 0);
+	pthread_join(stt, NULL);
+	pthread_join(pt, NULL);
+	CHECK_EQ(sj.res, want);
+	up_close(a[0]);
+	up_close(b[0]);
+	close(s[0]);
+	close(s[1]);
+}
+
+static void test_answer_later(void)
+{
+	struct up_bridge_stats st = {0};
+
+	answer_later(0, 0);
+	answer_later(-EIO, -EREMOTEIO);
+	answer_later(-ENOSPC, -EREMOTEIO);
+	CHECK_EQ(up_bridge_answer(-1, 0, NULL, &st), -EINVAL);
+	CHECK_EQ(up_bridge_answer(0, 0, NULL, NULL), -EINVAL);
+	CHECK_EQ(up_bridge_answer(0, EIO, NULL, &st), -EINVAL);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -811,6 +870,7 @@ int main(int argc, char **argv)
 	RUN(test_bad_trailer);
 	RUN(test_timeout);
 	RUN(test_sender_answers);
+	RUN(test_answer_later);
 	RUN(test_receiver_gone);
 	RUN(test_no_sigpipe);
 	return 0;

@@ -79,7 +79,8 @@ static void usage(FILE *f)
 "                        -b the bytes, -r the rate. Shown even off a terminal\n"
 "  -f, --force           show the meter when stderr is not a terminal\n"
 "  -q, --quiet           no meter at all\n"
-"  -i, --interval SEC    seconds between updates (default 0.5; fractions)\n"
+"  -i, --interval SEC    seconds between updates (default 0.5; fractions,\n"
+"                        at least 0.001)\n"
 "  -N, --name NAME       put NAME: before the meter\n"
 "  -W                    nothing until the first byte; the timer starts there\n"
 "  -c, --cursor          several meters on one terminal, a row each (ANSI\n"
@@ -137,15 +138,29 @@ static void bad_usage(const char *fmt, ...)
 }
 
 /* -i: decimal seconds, fractions allowed, > 0 and at most a day. */
-static double interval_arg(const char *arg)
+/* Seconds as the manual says them: decimal digits with at most one point
+ * (strtod() alone would take hex, exponents, "inf"). -1 when not. */
+static double seconds_arg(const char *arg)
 {
+	size_t n = strspn(arg, "0123456789.");
+	const char *dot = strchr(arg, '.');
 	char *end;
 	double v;
 
+	if (!*arg || arg[n] != '\0' || (dot && strchr(dot + 1, '.')) || strcmp(arg, ".") == 0)
+		return -1.0;
 	errno = 0;
-	v = (*arg >= '0' && *arg <= '9') || *arg == '.' ? strtod(arg, &end) : -1.0;
-	if (v <= 0 || errno || *end != '\0' || !isfinite(v) || v > 86400)
-		bad_usage("--interval: '%s' is not a number of seconds (more than 0, at most"
+	v = strtod(arg, &end);
+	return errno || *end != '\0' || !isfinite(v) ? -1.0 : v;
+}
+
+/* -i: at least a millisecond, so that the meter's deadline moves. */
+static double interval_arg(const char *arg)
+{
+	double v = seconds_arg(arg);
+
+	if (v < 0.001 || v > 86400)
+		bad_usage("--interval: '%s' is not a number of seconds (at least 0.001, at most"
 			  " 86400)", arg);
 	return v;
 }
@@ -200,12 +215,9 @@ static const char *name_arg(const char *opt, const char *arg)
  * so that a positive wait never becomes the single try of 0. */
 static int wait_arg(const char *arg)
 {
-	char *end;
-	double v;
+	double v = seconds_arg(arg);
 
-	errno = 0;
-	v = (*arg >= '0' && *arg <= '9') || *arg == '.' ? strtod(arg, &end) : -1.0;
-	if (v < 0 || errno || *end != '\0' || !isfinite(v))
+	if (v < 0)
 		bad_usage("--wait: '%s' is not a number of seconds (0: a single try)", arg);
 	if (v > INT_MAX / 1000)
 		bad_usage("--wait: '%s' is too long (at most %d s; leave --wait out to wait for"
@@ -217,12 +229,9 @@ static int wait_arg(const char *arg)
  * a day (the kernel's keepalive counts whole seconds). */
 static int tcp_timeout_arg(const char *arg)
 {
-	char *end;
-	double v;
+	double v = seconds_arg(arg);
 
-	errno = 0;
-	v = (*arg >= '0' && *arg <= '9') || *arg == '.' ? strtod(arg, &end) : -1.0;
-	if (v < 1 || errno || *end != '\0' || !isfinite(v) || v > 86400)
+	if (v < 1 || v > 86400)
 		bad_usage("--tcp-timeout: '%s' is not a number of seconds (at least 1, at most"
 			  " 86400)", arg);
 	return (int)ceil(v * 1000.0);
@@ -260,41 +269,83 @@ static void print_version(void)
 	up_pipe_release(p);
 }
 
+enum { O_PAGE = 256, O_NODE, O_JSON, O_NO_URING, O_TO, O_FROM, O_MODE, O_WAIT,
+       O_TCP_TIMEOUT };
+#define SHORT_OPTS ":B:pqs:hVL:nterafi:N:Wclub"
+/* pv's long names; pv's -W is --wait there, which is --from's here. */
+static const struct option lo[] = {
+	{"buffer", required_argument, NULL, 'B'},
+	{"page-size", required_argument, NULL, O_PAGE},
+	{"node", required_argument, NULL, O_NODE},
+	{"progress", no_argument, NULL, 'p'},
+	{"quiet", no_argument, NULL, 'q'},
+	{"size", required_argument, NULL, 's'},
+	{"json", no_argument, NULL, O_JSON},
+	{"no-uring", no_argument, NULL, O_NO_URING},
+	{"to", required_argument, NULL, O_TO},
+	{"from", required_argument, NULL, O_FROM},
+	{"mode", required_argument, NULL, O_MODE},
+	{"wait", required_argument, NULL, O_WAIT},
+	{"tcp-timeout", required_argument, NULL, O_TCP_TIMEOUT},
+	{"rate-limit", required_argument, NULL, 'L'},
+	{"numeric", no_argument, NULL, 'n'},
+	{"timer", no_argument, NULL, 't'},
+	{"eta", no_argument, NULL, 'e'},
+	{"rate", no_argument, NULL, 'r'},
+	{"average-rate", no_argument, NULL, 'a'},
+	{"bytes", no_argument, NULL, 'b'},
+	{"force", no_argument, NULL, 'f'},
+	{"interval", required_argument, NULL, 'i'},
+	{"name", required_argument, NULL, 'N'},
+	{"cursor", no_argument, NULL, 'c'},
+	{"line-mode", no_argument, NULL, 'l'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, 'V'},
+	{NULL, 0, NULL, 0},
+};
+
+/* argv[@i] is the value of the option before it ("-N --bench", "--to
+ * --bench"), not an option: what getopt_long() would make of it. */
+bool cat_arg_is_value(char *const *argv, int i)
+{
+	const char *prev = i > 1 ? argv[i - 1] : NULL;
+
+	if (!prev || prev[0] != '-' || !prev[1] || strcmp(prev, "--") == 0)
+		return false;
+	if (prev[1] == '-') {
+		const char *name = prev + 2;
+		size_t n = strlen(name);
+		const struct option *hit = NULL;
+		int hits = 0;
+
+		if (strchr(name, '='))
+			return false;
+		for (const struct option *op = lo; op->name; op++) {
+			if (strncmp(op->name, name, n) != 0)
+				continue;
+			if (op->name[n] == '\0') { /* exact: never ambiguous */
+				hit = op;
+				hits = 1;
+				break;
+			}
+			hit = op;
+			hits++;
+		}
+		return hits == 1 && hit->has_arg == required_argument;
+	}
+	/* A cluster of short options: the value follows the last one that
+	 * takes one, if nothing of the cluster is left after it. */
+	for (const char *c = prev + 1; *c; c++) {
+		const char *o = strchr(SHORT_OPTS + 1, *c);
+
+		if (o && o[1] == ':')
+			return c[1] == '\0';
+	}
+	return false;
+}
+
 void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 {
-	enum { O_PAGE = 256, O_NODE, O_JSON, O_NO_URING, O_TO, O_FROM, O_MODE, O_WAIT,
-	       O_TCP_TIMEOUT };
-	/* pv's long names; pv's -W is --wait there, which is --from's here. */
-	static const struct option lo[] = {
-		{"buffer", required_argument, NULL, 'B'},
-		{"page-size", required_argument, NULL, O_PAGE},
-		{"node", required_argument, NULL, O_NODE},
-		{"progress", no_argument, NULL, 'p'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"size", required_argument, NULL, 's'},
-		{"json", no_argument, NULL, O_JSON},
-		{"no-uring", no_argument, NULL, O_NO_URING},
-		{"to", required_argument, NULL, O_TO},
-		{"from", required_argument, NULL, O_FROM},
-		{"mode", required_argument, NULL, O_MODE},
-		{"wait", required_argument, NULL, O_WAIT},
-		{"tcp-timeout", required_argument, NULL, O_TCP_TIMEOUT},
-		{"rate-limit", required_argument, NULL, 'L'},
-		{"numeric", no_argument, NULL, 'n'},
-		{"timer", no_argument, NULL, 't'},
-		{"eta", no_argument, NULL, 'e'},
-		{"rate", no_argument, NULL, 'r'},
-		{"average-rate", no_argument, NULL, 'a'},
-		{"bytes", no_argument, NULL, 'b'},
-		{"force", no_argument, NULL, 'f'},
-		{"interval", required_argument, NULL, 'i'},
-		{"name", required_argument, NULL, 'N'},
-		{"cursor", no_argument, NULL, 'c'},
-		{"line-mode", no_argument, NULL, 'l'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
-	};
 	const char *pipe_opt = NULL, *mode_opt = NULL, *wait_opt = NULL, *tcpto_opt = NULL;
 	bool cap_given = false;
 	uint64_t v, mem;
@@ -308,7 +359,7 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 	o->wait_ms = -1;
 	o->tcp_timeout_ms = CAT_TCP_TIMEOUT_MS;
 	opterr = 0; /* our own messages, naming the option */
-	while ((c = getopt_long(argc, argv, ":B:pqs:hVL:nterafi:N:Wclub", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, SHORT_OPTS, lo, NULL)) != -1) {
 		switch (c) {
 		case 'B':
 			pipe_opt = "-B/--buffer";

@@ -285,7 +285,7 @@ int main(int argc, char **argv)
 	/* --bench anywhere before "--" selects the other mode; the rest of
 	 * the arguments are its own. */
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-		if (strcmp(argv[i], "--bench") == 0) {
+		if (strcmp(argv[i], "--bench") == 0 && !cat_arg_is_value(argv, i)) {
 			memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof(*argv));
 			return cat_bench_main(argc - 1, argv);
 		}

@@ -78,7 +78,10 @@ static int split_addr(const char *s, char *host, size_t hl, char *port, size_t p
 	s = colon ? colon + 1 : s;
 	if (!*s || strlen(s) >= pl || strspn(s, "0123456789") != strlen(s))
 		return -1;
-	strcpy(port, s);
+	/* getaddrinfo() would take 70000 for 4464: a port is 16 bits. */
+	if (strtoul(s, NULL, 10) > 65535 || strlen(s) > 5)
+		return -1;
+	snprintf(port, pl, "%lu", strtoul(s, NULL, 10)); /* "00" is port 0 too */
 	return 0;
 }
 
@@ -159,6 +162,14 @@ fail:
  * listens, until --wait has passed. An attempt that nothing answers ends
  * it at once: the peer is gone after --tcp-timeout, or --wait ran out
  * meanwhile. The fd, or -1 after a message. */
+/* Worth another try within --wait: nobody listens yet (the peer may start
+ * later), or the attempt itself was cut short. A network or host that
+ * cannot be reached, or an address that is not ours to use, stays so. */
+static bool retry_connect(int err)
+{
+	return err == ECONNREFUSED || err == EINTR || err == EAGAIN;
+}
+
 static int tcp_connect(const struct cat_opts *o, const char *addr)
 {
 	char host[256], port[16];
@@ -168,7 +179,8 @@ static int tcp_connect(const struct cat_opts *o, const char *addr)
 	bool by_wait = false; /* the last attempt was cut to what --wait left */
 
 	if (split_addr(addr, host, sizeof(host), port, sizeof(port)) < 0 || !host[0]) {
-		fprintf(stderr, CAT_PROG ": --to tcp:%s: not HOST:PORT\n", addr);
+		fprintf(stderr, CAT_PROG ": --to tcp:%s: not HOST:PORT (a port of 0 to 65535)\n",
+			addr);
 		return -2;
 	}
 	r = getaddrinfo(host, port, &hints, &ai);
@@ -196,7 +208,7 @@ static int tcp_connect(const struct cat_opts *o, const char *addr)
 				return fd;
 			}
 			err = errno;
-			if (err == ETIMEDOUT)
+			if (err == ETIMEDOUT || !retry_connect(err))
 				break;
 		}
 		if (err == ETIMEDOUT) {
@@ -210,13 +222,14 @@ static int tcp_connect(const struct cat_opts *o, const char *addr)
 					addr, (double)o->tcp_timeout_ms / 1000.0);
 			return -1;
 		}
-		if (o->wait_ms == 0 || (o->wait_ms > 0 && cat_mono() >= deadline))
+		if (!retry_connect(err) || o->wait_ms == 0 ||
+		    (o->wait_ms > 0 && cat_mono() >= deadline))
 			break;
 		nap_ms(delay);
 		delay = delay * 2 < 100 ? delay * 2 : 100;
 	}
 	freeaddrinfo(ai);
-	if (o->wait_ms > 0)
+	if (o->wait_ms > 0 && retry_connect(err))
 		fprintf(stderr, CAT_PROG ": --to tcp:%s: nobody listening after %.3g s (--wait):"
 			" %s\n", addr, (double)o->wait_ms / 1000.0, strerror(err));
 	else
@@ -233,7 +246,8 @@ static int tcp_accept(const struct cat_opts *o, const char *addr)
 	int one = 1, l, fd, r;
 
 	if (split_addr(addr, host, sizeof(host), port, sizeof(port)) < 0) {
-		fprintf(stderr, CAT_PROG ": --from tcp:%s: not [HOST]:PORT\n", addr);
+		fprintf(stderr, CAT_PROG ": --from tcp:%s: not [HOST]:PORT (a port of 0 to 65535)\n",
+			addr);
 		return -2;
 	}
 	r = getaddrinfo(host[0] ? host : "127.0.0.1", port, &hints, &ai);
@@ -263,7 +277,7 @@ static int tcp_accept(const struct cat_opts *o, const char *addr)
 				NI_NUMERICHOST | NI_NUMERICSERV) == 0)
 			fprintf(stderr, CAT_PROG ": --from tcp:%s: listening on port %s\n", addr, p);
 	}
-	if (o->wait_ms > 0) {
+	if (o->wait_ms >= 0) { /* 0: a single look */
 		struct pollfd pf = {.fd = l, .events = POLLIN};
 
 		do
@@ -328,6 +342,8 @@ static const char *why(const struct bridge_job *j, char *b, size_t bl)
 		if (r == -EPROTO)
 			return "the receiver refused the stream (not a uringpipe-cat --from of"
 			       " this version?)";
+		if (r == -EREMOTEIO)
+			return "the receiver could not write the stream out (see its own message)";
 	} else {
 		if (r == -ECONNABORTED || r == -ECONNRESET) {
 			snprintf(b, bl, "the stream ended before its trailer after %" PRIu64
@@ -414,6 +430,10 @@ int cat_tcp_main(const struct cat_opts *o)
 	up_bridge_opts_init(&j.bo);
 	if (o->no_uring)
 		j.bo.flags |= UP_BRIDGE_NO_URING;
+	/* --from confirms the stream once it is written out, not once it is
+	 * in the pipe: the sender's 0 is then a delivery. */
+	if (!to)
+		j.bo.flags |= UP_BRIDGE_ANSWER_LATER;
 	/* For measuring the cut-over (docs/DESIGN-NOTES.md): sends of at
 	 * least this many bytes go zero-copy. */
 	if (getenv("UPCAT_TCP_ZC_MIN"))
@@ -445,6 +465,12 @@ int cat_tcp_main(const struct cat_opts *o)
 		pm.wr = NULL;
 	}
 	pthread_join(bt, NULL);
+	if (!to && j.res == 0) {
+		/* The pump has written all there was (or failed): say which. */
+		int err = pm.out_err ? pm.out_err : pm.pipe_err ? pm.pipe_err : 0;
+
+		(void)up_bridge_answer(fd, err < 0 ? err : err ? -EIO : 0, &j.bo, &j.st);
+	}
 	secs = cat_mono() - t0;
 	cat_progress_end(&pg);
 	close(fd);

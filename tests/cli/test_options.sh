@@ -54,6 +54,26 @@ expect_usage "unknown long option" "unrecognized option '--frobnicate'" --frobni
 expect_usage "unknown short option" "invalid option -- 'x'" -x
 expect_usage "missing argument" "needs an argument" -B
 expect_usage "missing argument (long)" "needs an argument" --size
+# Seconds are decimal (strtod() alone took hex, exponents and "inf"), and
+# the meter's interval at least a millisecond (below a nanosecond its
+# deadline never moved: the meter spun).
+for v in 0x1 1e-300 inf 1.2.3 . 0.0005 0; do
+	expect_usage "-i '$v'" "is not a number of seconds" -i "$v"
+done
+for v in 0x10 1e3 inf -1; do
+	expect_usage "--wait '$v'" "is not a number of seconds" --wait "$v" --from @x
+done
+expect_usage "--tcp-timeout 0x10" "is not a number of seconds" --tcp-timeout 0x10 --from @x
+# "--bench" as an option's value is that value, not the benchmark: -N takes
+# it as the meter's name and the copy runs.
+printf abc >"$T/in3"
+"$CAT" -q -N --bench "$T/in3" >"$T/out" 2>"$T/err"
+expect_eq "-N --bench: a copy, exit" $? 0
+same_file "-N --bench: a copy, output" "$T/in3" "$T/out"
+"$CAT" -q --name --bench "$T/in3" >"$T/out" 2>"$T/err"
+expect_eq "--name --bench: a copy, exit" $? 0
+"$CAT" -q -qN --bench "$T/in3" >"$T/out" 2>"$T/err"
+expect_eq "-qN --bench (a cluster): a copy, exit" $? 0
 expect_usage "bench: unknown option" "unknown option" --bench --frobnicate
 expect_usage "bench: bad size" "not a size" --bench --sizes 4Q
 expect_usage "bench: empty size item" "empty item" --bench --sizes 4K,,1M

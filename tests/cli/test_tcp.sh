@@ -251,4 +251,34 @@ for opt in "" "-B 4M" "--page-size 1M"; do
 	expect_eq "--to tcp: [$opt]: receiver's capacity" "$(json_get capacity "$T/rerr")" $((8 << 20))
 done
 
+# The receiver's output fails (/dev/full): its confirmation waits for the
+# output, so the sender does not end 0 with nothing delivered, and says why.
+for n in 1000 $((3 << 20)); do
+	head -c "$n" "$T/in64" >"$T/in"
+	start_from /dev/full "$T/rerr"
+	"$CAT" -q --wait 30 --to "tcp:127.0.0.1:$PORT" "$T/in" 2>"$T/serr"
+	expect_eq "receiver to /dev/full ($n B): sender exit" $? 4
+	expect_grep "receiver to /dev/full ($n B): sender's message" \
+		"could not write the stream out" "$T/serr"
+	wait "$RPID"
+	expect_eq "receiver to /dev/full ($n B): receiver exit" $? 3
+done
+
+# Ports are 16 bits: 70000 is no port (getaddrinfo() alone took it as 4464).
+expect_usage "--from tcp: port 70000" "not \[HOST\]:PORT" --wait 1 --from tcp:127.0.0.1:70000
+expect_usage "--from tcp: port 65536" "not \[HOST\]:PORT" --wait 1 --from tcp:127.0.0.1:65536
+expect_usage "--to tcp: port 999999" "not HOST:PORT" --wait 1 --to tcp:127.0.0.1:999999
+# --wait 0 is a single look for a connection, not a wait for ever.
+timeout 10 "$CAT" -q --wait 0 --from tcp:127.0.0.1:0 >/dev/null 2>"$T/err"
+expect_eq "--from tcp: --wait 0: a single look" $? 4
+expect_grep "--from tcp: --wait 0: message" "nobody connected" "$T/err"
+# A network that cannot be reached is not retried for ever ("refused" is).
+if unshare -n true 2>/dev/null; then
+	timeout 10 unshare -n "$CAT" -q --to tcp:10.1.2.3:5000 "$T/in" 2>"$T/err"
+	expect_eq "--to tcp: unreachable network: exit" $? 4
+	expect_grep "--to tcp: unreachable network: message" "unreachable" "$T/err"
+else
+	echo "skip: unshare -n (not root?)"
+fi
+
 cli_done

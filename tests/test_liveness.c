@@ -157,6 +157,26 @@ static int recv_fd(int sock)
 	return fd;
 }
 
+/* SIGKILL @victim, the writer of @r's pipe: @r must then read to end of
+ * stream within BOUND_NS. */
+static void kill_then_eof(pid_t victim, struct up_end *r, const char *what)
+{
+	char buf[64];
+	uint64_t t0 = harness_now_ns(), ns;
+	ssize_t n;
+	int st;
+
+	CHECK_SYS(kill(victim, SIGKILL));
+	CHECK_EQ(waitpid(victim, &st, 0), victim);
+	do
+		n = up_read(r, buf, sizeof(buf));
+	while (n > 0);
+	ns = harness_now_ns() - t0;
+	CHECK_EQ(n, 0);
+	CHECK(ns < BOUND_NS);
+	printf("# end of stream %.2f ms after the kill, %s\n", (double)ns / 1e6, what);
+}
+
 /*
  * A process's handle copied into a child by fork() while it had no end open
  * must not keep that process's ends alive once it dies: the victim makes a
@@ -169,9 +189,7 @@ static void forked_handle_copy_does_not_mask_death(void)
 	struct up_pipe *q = NULL;
 	struct up_end *r = NULL;
 	char buf[64];
-	int sv[2], fd, st;
-	uint64_t t0, ns;
-	ssize_t n;
+	int sv[2], fd;
 	pid_t victim;
 
 	CHECK_SYS(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
@@ -203,17 +221,7 @@ static void forked_handle_copy_does_not_mask_death(void)
 	close(fd);
 	CHECK_OK(up_open(q, UP_RD, &r));
 	CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
-	t0 = harness_now_ns();
-	CHECK_SYS(kill(victim, SIGKILL));
-	CHECK_EQ(waitpid(victim, &st, 0), victim);
-	do
-		n = up_read(r, buf, sizeof(buf));
-	while (n > 0);
-	ns = harness_now_ns() - t0;
-	CHECK_EQ(n, 0);
-	CHECK(ns < BOUND_NS);
-	printf("# end of stream %.2f ms after the kill, the victim's child holding its "
-	       "handle\n", (double)ns / 1e6);
+	kill_then_eof(victim, r, "the victim's child holding its handle");
 	close(sv[0]); /* lets the holder go */
 	CHECK_OK(up_close(r));
 	up_pipe_release(q);
@@ -232,9 +240,7 @@ static void received_fd_kept(void)
 	struct up_pipe *q = NULL;
 	struct up_end *r = NULL;
 	char buf[64];
-	int sv[2], unread[2], fd, st;
-	uint64_t t0, ns;
-	ssize_t n;
+	int sv[2], unread[2], fd;
 	pid_t victim;
 
 	CHECK_SYS(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
@@ -257,17 +263,7 @@ static void received_fd_kept(void)
 	CHECK_OK(up_open(q, UP_RD, &r));
 	up_set_timeout(r, 3000); /* a wedge fails here, not at the watchdog */
 	CHECK_EQ(up_read(r, buf, sizeof(buf)), 5);
-	t0 = harness_now_ns();
-	CHECK_SYS(kill(victim, SIGKILL));
-	CHECK_EQ(waitpid(victim, &st, 0), victim);
-	do
-		n = up_read(r, buf, sizeof(buf));
-	while (n > 0);
-	ns = harness_now_ns() - t0;
-	CHECK_EQ(n, 0);
-	CHECK(ns < BOUND_NS);
-	printf("# end of stream %.2f ms after the kill, its memfd kept here and queued in a "
-	       "socket\n", (double)ns / 1e6);
+	kill_then_eof(victim, r, "its memfd kept here and queued in a socket");
 	close(fd);
 	close(unread[0]);
 	close(unread[1]);

@@ -498,8 +498,8 @@ void cat_parse_args(int argc, char **argv, struct cat_opts *o)
 	 * server's. */
 	if (o->from && pipe_opt && strncmp(o->from, "tcp:", 4) != 0)
 		bad_usage("--from: %s belongs to the side that makes the pipe (--to)", pipe_opt);
-	if (mode_opt && !o->to)
-		bad_usage("--mode %s: only --to listens at a name", mode_opt);
+	if (mode_opt && (!o->to || strncmp(o->to, "tcp:", 4) == 0))
+		bad_usage("--mode %s: only --to NAME listens at a name", mode_opt);
 	if (wait_opt && !o->from && !(o->to && strncmp(o->to, "tcp:", 4) == 0)) /* cat_tcp.c */
 		bad_usage("--wait %s: only --from waits for a name", wait_opt);
 	if (tcpto_opt && !cat_tcp_wanted(o))

@@ -183,7 +183,7 @@ expect_usage "--to empty name" "--to: empty name" --to ''
 expect_usage "--from '@' alone" "needs a name after it" --from @
 expect_usage "--to name too long" "too long for a socket name" --to "@$(printf 'x%.0s' {1..108})"
 expect_usage "--from with -B" "--from: -B/--buffer belongs to" --from @x -B 1M
-expect_usage "--mode without --to" "only --to listens" --mode 600
+expect_usage "--mode without --to" "only --to NAME listens" --mode 600
 expect_usage "--mode not octal" "not an octal mode" --to @x --mode 9
 expect_usage "--mode too large" "not an octal mode" --to @x --mode 1777
 expect_usage "--wait without --from" "only --from waits" --wait 1

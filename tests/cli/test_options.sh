@@ -64,6 +64,7 @@ for v in 0x10 1e3 inf -1; do
 	expect_usage "--wait '$v'" "is not a number of seconds" --wait "$v" --from @x
 done
 expect_usage "--tcp-timeout 0x10" "is not a number of seconds" --tcp-timeout 0x10 --from @x
+expect_usage "--mode with --to tcp:" "only --to NAME listens" --mode 644 --to tcp:127.0.0.1:9
 # "--bench" as an option's value is that value, not the benchmark: -N takes
 # it as the meter's name and the copy runs.
 printf abc >"$T/in3"

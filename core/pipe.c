@@ -75,12 +75,13 @@ int up_pipe_attach(int fd, struct up_pipe **out)
  */
 int up_pipe_fd(const struct up_pipe *p)
 {
-	/* A cache beside the handle, not the pipe's state: filled once. */
-	_Atomic int *share = &((struct up_pipe *)p)->share_fd;
+	_Atomic int *share;
 	int fd, none = -1;
 
 	if (!p)
 		return -EINVAL;
+	/* A cache beside the handle, not the pipe's state: filled once. */
+	share = &((struct up_pipe *)p)->share_fd;
 	/* [share] acq: a description another thread made is complete; pairs
 	 * with [share] acq_rel in up_pipe_fd(), that thread's. */
 	fd = atomic_load_explicit(share, memory_order_acquire);

@@ -279,11 +279,12 @@ static bool reap_entry(struct up_pipe *p, uint32_t idx, uint32_t seen)
 /*
  * A count that the table contradicts, put right: a side with an open count
  * but no entry of its role left has no open end (a peer stored the count,
- * or died between a count change and its mark, up__end_count()), and a side this end saw
- * come has come, whatever was stored since. Safe against honest ends in
- * flight: an end is claimed before it is counted and uncounted before it is
- * freed, so a count above the table's entries can only be stale, and the
- * CAS fails if any end joined or left since the load.
+ * or died between a count change and its mark, up__end_count()), and a
+ * side this end saw come has come, whatever was stored since. Safe against
+ * honest ends in flight: an end is claimed before it is counted and
+ * uncounted before it is freed, so a count above the table's entries can
+ * only be stale, and the CAS fails if any end joined or left since the
+ * load.
  */
 static bool counts_repair(struct up_end *e, _Atomic uint32_t *count, uint32_t entries,
 			  uint32_t bit, uint32_t gen)

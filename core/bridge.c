@@ -555,8 +555,11 @@ int up_bridge_answer(int sockfd, int err, const struct up_bridge_opts *o,
 	}
 	d.flags = UP_BRIDGE_NO_URING; /* 16 bytes: no ring for that */
 	r = br_opts(&b, sockfd, &d, &scratch);
+	/* Any failure to pass the stream on is one code on the wire, so that
+	 * the sender's -EREMOTEIO (peer_refusal()) never reads as a refusal
+	 * of the stream itself (an -EPROTO of the caller's pipe, say). */
 	if (r == 0)
-		r = br_answer(&b, err, st->bytes);
+		r = br_answer(&b, err ? -EIO : 0, st->bytes);
 	br_done(&b);
 	return r;
 }

@@ -90,7 +90,7 @@ static void fork_prepare(void)
 			e->fork_idx = UINT32_MAX;
 			continue;
 		}
-		up__end_count(e->p, e->fork_idx, count_of(e));
+		up__end_count(e->p, e->fork_idx, e->fork_state, count_of(e));
 	}
 }
 
@@ -125,7 +125,7 @@ static void fork_parent(void)
 		}
 		if (entry_untaken(e)) {
 			/* No child took it: it must not hold the stream open. */
-			up__end_uncount(e->p, e->fork_idx, count_of(e));
+			up__end_uncount(e->p, e->fork_idx, e->fork_state, count_of(e));
 			up__end_free(e->p, e->fork_idx, true);
 			up__wake_all(e, (e->flags & UP_RD) ? &e->p->ln->wr_wait : &e->p->ln->rd_wait);
 		} else {
@@ -251,14 +251,14 @@ static void fork_child(void)
 		if (idx != UINT32_MAX && (!own || !child_hold(e->p, idx))) {
 			/* Without a lock of its own the entry would die with
 			 * the parent's: give it back now. */
-			up__end_uncount(e->p, idx, count_of(e));
+			up__end_uncount(e->p, idx, state, count_of(e));
 			up__end_free(e->p, idx, own);
 			idx = UINT32_MAX;
 			own = false;
 		}
 		if (idx == UINT32_MAX && own && (e->flags & (UP_RD | UP_WR)) &&
 		    up__end_claim(e->p, role, self, UP_LIVE_OWNER, pidns, &idx, &state) == 0)
-			up__end_count(e->p, idx, count_of(e));
+			up__end_count(e->p, idx, state, count_of(e));
 		e->fork_idx = UINT32_MAX;
 		if (idx == UINT32_MAX) {
 			/* No entry for the child's copy: it refuses every call

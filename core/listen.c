@@ -329,10 +329,11 @@ static int clear_stale(struct up_listener *l, const char *name)
  */
 #define PLACE_LOCK_TRIES 250
 
-static int place_lock(const char *dir)
+static int place_lock(int dirfd)
 {
 	const struct timespec ms = { 0, 1000000 };
-	int fd = open(dir[0] ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* The directory the name is placed in, not one renamed there since. */
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int i;
 
 	if (fd < 0)
@@ -379,7 +380,7 @@ static int listen_path(struct up_listener *l, int s, const char *name)
 	}
 	l->dev = st.st_dev;
 	l->ino = st.st_ino;
-	lk = place_lock(dir);
+	lk = place_lock(l->dirfd);
 	r = -EADDRINUSE; /* others keep taking the name as we look */
 	for (attempt = 0; attempt < PLACE_ATTEMPTS; attempt++) {
 		int c = clear_stale(l, name);

@@ -153,24 +153,21 @@ void up__end_free(struct up_pipe *p, uint32_t idx, bool drop)
  * is a live end's share taken out with it, which would give its peers end
  * of stream or -EPIPE while it is open.
  */
-void up__end_count(struct up_pipe *p, uint32_t idx, _Atomic uint32_t *count)
+void up__end_count(struct up_pipe *p, uint32_t idx, uint32_t state, _Atomic uint32_t *count)
 {
-	struct up_shm_end *se = &p->ends[idx];
-
-	/* relaxed: our own entry, which nobody else writes while it is ours. */
-	uint32_t st = atomic_load_explicit(&se->state, memory_order_relaxed);
-
 	up__side_join(count);
 	/* [counted] sc: the mark after the count it stands for; pairs with
 	 * [counted] sc in reap_entry(). */
-	atomic_store_explicit(&se->counted, st, memory_order_seq_cst);
+	atomic_store_explicit(&p->ends[idx].counted, state, memory_order_seq_cst);
 }
 
-void up__end_uncount(struct up_pipe *p, uint32_t idx, _Atomic uint32_t *count)
+/* @state: the one the end was counted under, not the entry's state now,
+ * which may be a later owner's (a forked child that ran after its parent
+ * gave its entry up, fork.c): only our own mark is ever cleared. */
+void up__end_uncount(struct up_pipe *p, uint32_t idx, uint32_t state, _Atomic uint32_t *count)
 {
 	struct up_shm_end *se = &p->ends[idx];
-	/* relaxed: our own entry, which nobody else writes while it is ours. */
-	uint32_t st = atomic_load_explicit(&se->state, memory_order_relaxed);
+	uint32_t st = state;
 
 	/* [counted] sc: the mark cleared before the count it stands for;
 	 * pairs with [counted] sc in reap_entry(). Failure: a peer stored

@@ -88,6 +88,10 @@ int up_pipe_fd(const struct up_pipe *p)
 	if (fd >= 0)
 		return fd;
 	fd = up__live_reopen(p->fd);
+	/* No /proc here (a chroot): the handle's own descriptor, as before;
+	 * a receiver that keeps it then keeps our ends alive after us. */
+	if (fd == -ENOENT || fd == -EACCES || fd == -EPERM)
+		return p->fd;
 	if (fd < 0)
 		return fd;
 	/* [share] acq_rel: ours, or the one another thread made first; pairs
@@ -256,7 +260,7 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 
 	/* relaxed: we hold a reference already (the caller's handle). */
 	atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
-	up__end_count(p, e->idx, dir == UP_RD ? &p->ln->state.readers : &p->ln->state.writers);
+	up__end_count(p, e->idx, st, dir == UP_RD ? &p->ln->state.readers : &p->ln->state.writers);
 	/* The sides that came already (peer.c, counts_repair()); our own has.
 	 * [wait] sc: as the sleep handshake reads the counts; pairs with
 	 * [wait] sc in up__side_join(). */
@@ -312,7 +316,10 @@ int up_close(struct up_end *e)
 	if (e->flags & (UP_RD | UP_WR)) {
 		end_release(e);
 		count = (e->flags & UP_RD) ? &p->ln->state.readers : &p->ln->state.writers;
-		up__end_uncount(p, e->idx, count);
+		up__end_uncount(p, e->idx,
+				up__end_state(e->tag, (e->flags & UP_RD) ? UP_END_READER
+									 : UP_END_WRITER),
+				count);
 		/* The other side sleeps on its own line: the last writer wakes
 		 * the readers (end of stream), the last reader the writers. */
 		up__wake_all(e, (e->flags & UP_RD) ? &p->ln->wr_wait : &p->ln->rd_wait);

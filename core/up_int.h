@@ -392,8 +392,13 @@ void up__pool_init(struct up_pipe *p);
 int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t which, uint64_t pidns,
 		  uint32_t *idx, uint32_t *state);
 void up__end_free(struct up_pipe *p, uint32_t idx, bool drop);
-void up__end_count(struct up_pipe *p, uint32_t idx, _Atomic uint32_t *count);
-void up__end_uncount(struct up_pipe *p, uint32_t idx, _Atomic uint32_t *count);
+void up__end_count(struct up_pipe *p, uint32_t idx, uint32_t state, _Atomic uint32_t *count);
+void up__end_uncount(struct up_pipe *p, uint32_t idx, uint32_t state, _Atomic uint32_t *count);
+/* The state an end's entry was claimed with (peer.c), from its owner tag. */
+static inline uint32_t up__end_state(uint32_t tag, uint32_t role)
+{
+	return (tag & ~UP_END_ROLE_MASK) | role;
+}
 void up__end_handed(struct up_pipe *p, uint32_t idx);
 void up__end_mine(struct up_pipe *p, uint32_t idx);
 int up__peers_reap(struct up_end *e);

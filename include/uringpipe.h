@@ -130,8 +130,9 @@ UP_API int up_pipe_attach(int fd, struct up_pipe **out);
  * up_pipe_fd - the memfd, to pass by fork/exec or SCM_RIGHTS. Still owned by
  * @p (close-on-exec is set: dup it for exec). A description of its own,
  * made at the first call: a receiver that keeps it, or a socket that still
- * holds it, never keeps this process's ends alive after it died. Returns
- * the fd, -EINVAL, or -EMFILE/-ENFILE (the first call, out of descriptors).
+ * holds it, never keeps this process's ends alive after it died (where
+ * /proc is mounted; without it, the handle's own). Returns the fd, -EINVAL,
+ * or -EMFILE/-ENFILE (the first call, out of descriptors).
  * Any thread; never blocks.
  */
 UP_API int up_pipe_fd(const struct up_pipe *p);

@@ -53,8 +53,8 @@ static void child_steps(struct up_pipe *inherited, uint32_t role, enum step step
 		up__side_join(count); /* the mark is never stored */
 		_exit(0);
 	}
-	up__end_count(q, idx, count);
-	up__end_uncount(q, idx, count);
+	up__end_count(q, idx, st, count);
+	up__end_uncount(q, idx, st, count);
 	_exit(0); /* the entry is never freed */
 }
 

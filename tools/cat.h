@@ -77,7 +77,7 @@ struct cat_opts {
  * a message on a bad one, and with 0 after --help or --version.
  */
 void cat_parse_args(int argc, char **argv, struct cat_opts *o);
-bool cat_arg_is_value(char *const *argv, int i);
+bool cat_opt_takes_value(const char *arg);
 
 /* ------------------------------------------------------------ cat_pump.c */
 

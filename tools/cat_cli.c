@@ -304,16 +304,14 @@ static const struct option lo[] = {
 	{NULL, 0, NULL, 0},
 };
 
-/* argv[@i] is the value of the option before it ("-N --bench", "--to
- * --bench"), not an option: what getopt_long() would make of it. */
-bool cat_arg_is_value(char *const *argv, int i)
+/* @arg is an option whose value is the next argument ("-N", "--to",
+ * "-qN"), as getopt_long() takes it: "--bench" after one is that value. */
+bool cat_opt_takes_value(const char *arg)
 {
-	const char *prev = i > 1 ? argv[i - 1] : NULL;
-
-	if (!prev || prev[0] != '-' || !prev[1] || strcmp(prev, "--") == 0)
+	if (arg[0] != '-' || !arg[1] || strcmp(arg, "--") == 0)
 		return false;
-	if (prev[1] == '-') {
-		const char *name = prev + 2;
+	if (arg[1] == '-') {
+		const char *name = arg + 2;
 		size_t n = strlen(name);
 		const struct option *hit = NULL;
 		int hits = 0;
@@ -333,9 +331,9 @@ bool cat_arg_is_value(char *const *argv, int i)
 		}
 		return hits == 1 && hit->has_arg == required_argument;
 	}
-	/* A cluster of short options: the value follows the last one that
+	/* A cluster of short options: the value follows the first one that
 	 * takes one, if nothing of the cluster is left after it. */
-	for (const char *c = prev + 1; *c; c++) {
+	for (const char *c = arg + 1; *c; c++) {
 		const char *o = strchr(SHORT_OPTS + 1, *c);
 
 		if (o && o[1] == ':')

@@ -285,10 +285,12 @@ int main(int argc, char **argv)
 	/* --bench anywhere before "--" selects the other mode; the rest of
 	 * the arguments are its own. */
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-		if (strcmp(argv[i], "--bench") == 0 && !cat_arg_is_value(argv, i)) {
+		if (strcmp(argv[i], "--bench") == 0) {
 			memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof(*argv));
 			return cat_bench_main(argc - 1, argv);
 		}
+		if (cat_opt_takes_value(argv[i]))
+			i++; /* its value, whatever it says ("-N --bench") */
 	}
 
 	cat_parse_args(argc, argv, &o);

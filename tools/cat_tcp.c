@@ -189,6 +189,12 @@ static int tcp_connect(const struct cat_opts *o, const char *addr)
 		return -1;
 	}
 	for (;;) {
+		/* An address that refused: worth another round within --wait
+		 * (the error reported is then the refusal, not the last
+		 * address's). Every address is tried each round, whatever the
+		 * one before it said (::1 where IPv6 is off, say). */
+		int refused = 0;
+
 		for (struct addrinfo *a = ai; a; a = a->ai_next) {
 			int ms = o->tcp_timeout_ms, fd;
 
@@ -208,9 +214,13 @@ static int tcp_connect(const struct cat_opts *o, const char *addr)
 				return fd;
 			}
 			err = errno;
-			if (err == ETIMEDOUT || !retry_connect(err))
+			if (err == ETIMEDOUT)
 				break;
+			if (retry_connect(err))
+				refused = err;
 		}
+		if (err != ETIMEDOUT && refused)
+			err = refused;
 		if (err == ETIMEDOUT) {
 			freeaddrinfo(ai);
 			if (by_wait)

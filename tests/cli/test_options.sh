@@ -75,6 +75,9 @@ same_file "-N --bench: a copy, output" "$T/in3" "$T/out"
 expect_eq "--name --bench: a copy, exit" $? 0
 "$CAT" -q -qN --bench "$T/in3" >"$T/out" 2>"$T/err"
 expect_eq "-qN --bench (a cluster): a copy, exit" $? 0
+# -i is -N's value there, so --bench is the option: the benchmark's own
+# parser then refuses -N (a usage error of --bench's, not a copy).
+expect_usage "-N -i --bench: the benchmark" "bench" -N -i --bench
 expect_usage "bench: unknown option" "unknown option" --bench --frobnicate
 expect_usage "bench: bad size" "not a size" --bench --sizes 4Q
 expect_usage "bench: empty size item" "empty item" --bench --sizes 4K,,1M

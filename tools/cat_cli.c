@@ -334,7 +334,7 @@ bool cat_opt_takes_value(const char *arg)
 	/* A cluster of short options: the value follows the first one that
 	 * takes one, if nothing of the cluster is left after it. */
 	for (const char *c = arg + 1; *c; c++) {
-		const char *o = strchr(SHORT_OPTS + 1, *c);
+		const char *o = strchr(&SHORT_OPTS[1], *c);
 
 		if (o && o[1] == ':')
 			return c[1] == '\0';

@@ -289,19 +289,25 @@ void up__bias_give_up(struct up_end *e)
  * is inside. A hint, for looks that only decide whether to wait or to
  * believe a state that persists (reclaim.c, wait.c).
  */
-bool up__rlock_busy(struct up_pipe *p)
+/* @l's bias owner is inside its critical section: a hint. */
+static bool bias_owner_inside(struct up_pipe *p, struct up_shm_lock *l)
 {
-	struct up_shm_lock *l = &p->ln->rlock;
-	/* relaxed: a hint, as above. */
-	uint32_t owner = atomic_load_explicit(&l->bias, memory_order_relaxed) & ~UP_BIAS_REVOKE;
-	uint32_t idx = owner & UP_END_ROLE_MASK;
+	/* relaxed: a hint; see the callers. */
+	uint32_t idx = atomic_load_explicit(&l->bias, memory_order_relaxed) & UP_END_ROLE_MASK;
 
-	/* relaxed: as above. */
-	if ((atomic_load_explicit(&l->word, memory_order_relaxed) & ~UP_LOCK_WAITERS) != 0)
-		return true;
 	/* relaxed: as above. */
 	return idx != 0 && idx <= p->g.max_ends &&
 	       atomic_load_explicit(&p->ends[idx - 1].busy, memory_order_relaxed) == UP_BUSY_IN;
+}
+
+bool up__rlock_busy(struct up_pipe *p)
+{
+	struct up_shm_lock *l = &p->ln->rlock;
+
+	/* relaxed: a hint, as above. */
+	if ((atomic_load_explicit(&l->word, memory_order_relaxed) & ~UP_LOCK_WAITERS) != 0)
+		return true;
+	return bias_owner_inside(p, l);
 }
 
 /*
@@ -317,16 +323,12 @@ bool up__wlock_busy(struct up_pipe *p)
 	struct up_shm_lock *l = &p->ln->wlock;
 	/* relaxed: a hint, as above. */
 	uint32_t w = atomic_load_explicit(&l->word, memory_order_relaxed) & UP_END_ROLE_MASK;
-	/* relaxed: as above. */
-	uint32_t b = atomic_load_explicit(&l->bias, memory_order_relaxed) & UP_END_ROLE_MASK;
 
 	/* relaxed: as above. */
 	if (w != 0 && w <= p->g.max_ends &&
 	    (atomic_load_explicit(&p->ends[w - 1].held, memory_order_relaxed) & UP_HELD_WLOCK))
 		return true;
-	/* relaxed: as above. */
-	return b != 0 && b <= p->g.max_ends &&
-	       atomic_load_explicit(&p->ends[b - 1].busy, memory_order_relaxed) == UP_BUSY_IN;
+	return bias_owner_inside(p, l);
 }
 
 /*

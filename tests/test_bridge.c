@@ -211,50 +211,73 @@ static void check_path(const struct up_bridge_stats *st, uint32_t flags)
 		CHECK(strcmp(st->path, "send/recv") == 0);
 }
 
-/* One stream of @n bytes through the whole chain:
- * producer -> pipe A -> up_bridge_send -> TCP -> up_bridge_recv -> pipe B. */
+/* The whole chain, its threads not started: producer -> pipe A ->
+ * up_bridge_send -> TCP -> up_bridge_recv -> pipe B; both bridge jobs get
+ * @o. */
+struct chain {
+	struct up_end *a[2], *b[2];
+	struct job pj, sj, rj;
+	int s[2];
+};
+
+static void chain_init(struct chain *c, uint64_t n, const struct up_bridge_opts *o)
+{
+	memset(c, 0, sizeof(*c));
+	CHECK_OK(up_pipe2(c->a, NULL));
+	CHECK_OK(up_pipe2(c->b, NULL));
+	tcp_pair(c->s);
+	c->pj.e = c->a[1];
+	c->pj.n = n;
+	c->sj.o = *o;
+	c->rj.o = *o;
+	c->sj.e = c->a[0];
+	c->sj.fd = c->s[0];
+	c->rj.e = c->b[1];
+	c->rj.fd = c->s[1];
+}
+
+/* After the producer and the bridges are done (the receiver closed B's
+ * writer). */
+static void chain_close(struct chain *c)
+{
+	up_close(c->a[0]);
+	up_close(c->b[0]);
+	close(c->s[0]);
+	close(c->s[1]);
+}
+
+/* One stream of @n bytes through the whole chain. */
 static void stream(uint64_t n, uint32_t flags, size_t zc_min, size_t frame_max)
 {
-	struct up_end *a[2], *b[2];
-	struct job pj = {0}, sj = {0}, rj = {0};
+	struct up_bridge_opts o;
+	struct chain ch;
+	struct up_end **b = ch.b;
+	struct job *pj = &ch.pj, *sj = &ch.sj, *rj = &ch.rj;
 	pthread_t pt, stt, rt;
-	int s[2];
 
-	CHECK_OK(up_pipe2(a, NULL));
-	CHECK_OK(up_pipe2(b, NULL));
-	tcp_pair(s);
-	pj.e = a[1];
-	pj.n = n;
-	up_bridge_opts_init(&sj.o);
-	sj.o.flags = flags;
-	sj.o.zc_min = zc_min;
-	sj.o.frame_max = frame_max;
-	rj.o = sj.o;
-	sj.e = a[0];
-	sj.fd = s[0];
-	rj.e = b[1];
-	rj.fd = s[1];
-	CHECK_EQ(pthread_create(&pt, NULL, producer, &pj), 0);
-	CHECK_EQ(pthread_create(&stt, NULL, sender, &sj), 0);
-	CHECK_EQ(pthread_create(&rt, NULL, receiver, &rj), 0);
+	up_bridge_opts_init(&o);
+	o.flags = flags;
+	o.zc_min = zc_min;
+	o.frame_max = frame_max;
+	chain_init(&ch, n, &o);
+	CHECK_EQ(pthread_create(&pt, NULL, producer, pj), 0);
+	CHECK_EQ(pthread_create(&stt, NULL, sender, sj), 0);
+	CHECK_EQ(pthread_create(&rt, NULL, receiver, rj), 0);
 	CHECK_EQ(drain_check(b[0]), n);
 	pthread_join(pt, NULL);
 	pthread_join(stt, NULL);
 	pthread_join(rt, NULL);
-	CHECK_EQ(sj.res, 0);
-	CHECK_EQ(rj.res, 0);
-	CHECK_EQ(sj.st.bytes, n);
-	CHECK_EQ(rj.st.bytes, n);
-	CHECK_EQ(sj.st.crc32c, rj.st.crc32c);
-	check_path(&sj.st, flags);
-	check_path(&rj.st, flags);
+	CHECK_EQ(sj->res, 0);
+	CHECK_EQ(rj->res, 0);
+	CHECK_EQ(sj->st.bytes, n);
+	CHECK_EQ(rj->st.bytes, n);
+	CHECK_EQ(sj->st.crc32c, rj->st.crc32c);
+	check_path(&sj->st, flags);
+	check_path(&rj->st, flags);
 	if (zc_min == 1 && !no_iouring && !(flags & (UP_BRIDGE_NO_URING | UP_BRIDGE_NO_ZC)) &&
-	    strcmp(sj.st.path, "io_uring") == 0 && n > 0)
-		CHECK(sj.st.zc_sends > 0);
-	up_close(a[0]);
-	up_close(b[0]);
-	close(s[0]);
-	close(s[1]);
+	    strcmp(sj->st.path, "io_uring") == 0 && n > 0)
+		CHECK(sj->st.zc_sends > 0);
+	chain_close(&ch);
 }
 
 static const uint64_t sizes[] = {0, 1, 4095, (1u << 20) + 1, 64u << 20};
@@ -797,44 +820,30 @@ static void test_bad_args(void)
  */
 static void answer_later(int err, int want)
 {
-	struct up_end *a[2], *b[2];
-	struct job pj = {0}, sj = {0}, rj = {0};
+	struct up_bridge_opts o;
+	struct chain ch;
 	pthread_t pt, stt;
 	const uint64_t n = 100000;
-	int s[2];
+	unsigned char x;
 
-	CHECK_OK(up_pipe2(a, NULL));
-	CHECK_OK(up_pipe2(b, NULL));
-	tcp_pair(s);
-	pj.e = a[1];
-	pj.n = n;
-	up_bridge_opts_init(&sj.o);
-	rj.o = sj.o;
-	rj.o.flags = UP_BRIDGE_ANSWER_LATER;
-	sj.e = a[0];
-	sj.fd = s[0];
-	CHECK_EQ(pthread_create(&pt, NULL, producer, &pj), 0);
-	CHECK_EQ(pthread_create(&stt, NULL, sender, &sj), 0);
+	up_bridge_opts_init(&o);
+	chain_init(&ch, n, &o);
+	ch.rj.o.flags = UP_BRIDGE_ANSWER_LATER;
+	CHECK_EQ(pthread_create(&pt, NULL, producer, &ch.pj), 0);
+	CHECK_EQ(pthread_create(&stt, NULL, sender, &ch.sj), 0);
 	/* The receive, here: the pipe is big enough for the whole stream. */
-	CHECK_EQ(up_bridge_recv(b[1], s[1], &rj.o, &rj.st), 0);
-	CHECK_EQ(rj.st.bytes, n);
-	up_close(b[1]);
-	CHECK_EQ(drain_check(b[0]), n);
+	CHECK_EQ(up_bridge_recv(ch.b[1], ch.s[1], &ch.rj.o, &ch.rj.st), 0);
+	CHECK_EQ(ch.rj.st.bytes, n);
+	up_close(ch.b[1]);
+	CHECK_EQ(drain_check(ch.b[0]), n);
 	/* No answer yet: the sender cannot have returned. */
-	{
-		unsigned char x;
-
-		CHECK_EQ(recv(s[0], &x, 1, MSG_PEEK | MSG_DONTWAIT), -1);
-		CHECK(errno == EAGAIN || errno == EWOULDBLOCK);
-	}
-	CHECK_EQ(up_bridge_answer(s[1], err, &rj.o, &rj.st), 0);
+	CHECK_EQ(recv(ch.s[0], &x, 1, MSG_PEEK | MSG_DONTWAIT), -1);
+	CHECK(errno == EAGAIN || errno == EWOULDBLOCK);
+	CHECK_EQ(up_bridge_answer(ch.s[1], err, &ch.rj.o, &ch.rj.st), 0);
 	pthread_join(stt, NULL);
 	pthread_join(pt, NULL);
-	CHECK_EQ(sj.res, want);
-	up_close(a[0]);
-	up_close(b[0]);
-	close(s[0]);
-	close(s[1]);
+	CHECK_EQ(ch.sj.res, want);
+	chain_close(&ch);
 }
 
 static void test_answer_later(void)

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -57,6 +58,7 @@ bool cat_tcp_wanted(const struct cat_opts *o)
 static int split_addr(const char *s, char *host, size_t hl, char *port, size_t pl)
 {
 	const char *colon;
+	unsigned long v;
 	size_t n;
 
 	if (s[0] == '[') {
@@ -79,9 +81,10 @@ static int split_addr(const char *s, char *host, size_t hl, char *port, size_t p
 	if (!*s || strlen(s) >= pl || strspn(s, "0123456789") != strlen(s))
 		return -1;
 	/* getaddrinfo() would take 70000 for 4464: a port is 16 bits. */
-	if (strtoul(s, NULL, 10) > 65535 || strlen(s) > 5)
+	v = strlen(s) <= 5 ? strtoul(s, NULL, 10) : ULONG_MAX;
+	if (v > 65535)
 		return -1;
-	snprintf(port, pl, "%lu", strtoul(s, NULL, 10)); /* "00" is port 0 too */
+	snprintf(port, pl, "%lu", v); /* "00" is port 0 too */
 	return 0;
 }
 
@@ -476,10 +479,8 @@ int cat_tcp_main(const struct cat_opts *o)
 	}
 	pthread_join(bt, NULL);
 	if (!to && j.res == 0) {
-		/* The pump has written all there was (or failed): say which. */
-		int err = pm.out_err ? pm.out_err : pm.pipe_err ? pm.pipe_err : 0;
-
-		(void)up_bridge_answer(fd, err < 0 ? err : err ? -EIO : 0, &j.bo, &j.st);
+		/* The pump has written all there was, or failed to. */
+		(void)up_bridge_answer(fd, pm.out_err || pm.pipe_err ? -EIO : 0, &j.bo, &j.st);
 	}
 	secs = cat_mono() - t0;
 	cat_progress_end(&pg);

@@ -77,10 +77,23 @@ static bool take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint
 	/* Step 2. [held] sc: after the claim; pairs with [held] rel in
 	 * up__held_clear() and up__lock_take(). */
 	if (atomic_load_explicit(held, memory_order_seq_cst) & bit) {
-		/* [held] sc: give the word back as we found it; pairs with
-		 * [held] sc in take_back(), a later taker's first look. */
-		atomic_compare_exchange_strong_explicit(lk, &mine, back, memory_order_seq_cst,
-							memory_order_relaxed);
+		/* Give the word back as we found it, with the bit if a waiter
+		 * set it meanwhile: while it names us, only that bit can have
+		 * changed (nobody takes back from an end inside its take, and
+		 * the owner's drop makes it name somebody else). A waiter may
+		 * have gone to sleep on our value: the change must wake it, as
+		 * a drop's would.
+		 * [held] sc: pairs with [held] sc in take_back(), a later
+		 * taker's first look. */
+		while ((mine & ~UP_LOCK_WAITERS) == e->lock_id) {
+			if (atomic_compare_exchange_weak_explicit(
+				    lk, &mine, back | (mine & UP_LOCK_WAITERS),
+				    memory_order_seq_cst, memory_order_relaxed)) {
+				if (mine & UP_LOCK_WAITERS)
+					up__lock_wake(e, lk, true);
+				break;
+			}
+		}
 		return false;
 	}
 	/* [held] sc: the owner's drop, if any, came before its clear that we
@@ -103,13 +116,19 @@ static bool take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint
  *   - the holder handing the word over, with the CAS above;
  *   - the waiter itself, when it takes the lock another way, times out or
  *     is cancelled. Its CAS id -> 0 failing means a holder has claimed it
- *     and is handing it the word: it waits for that, whatever its deadline.
+ *     and is handing it the word, or that a peer has stored over it: the
+ *     two cannot be told apart, so it waits for the word a slice at most
+ *     past its deadline (claimed_wait()), then leaves without it.
  *
- * So a word names a live waiter only after that waiter has been claimed
- * and while it is inside the call; a holder that dies between the claim
- * and the exchange leaves the word naming it, dead, and is taken over as
- * any dead holder. A value in handoff that names no endpoint is garbage
- * from a peer: cleared, nothing handed.
+ * So the word can come to name a live end that is no longer inside a call
+ * for the lock (a holder preempted for a slice between its claim and its
+ * exchange; a peer's store of the same). That end does not hold the
+ * lock, and its held word says so: anyone else takes the word back
+ * (take_back()), and the end itself, at its next take, confirms the word
+ * with a CAS and holds it. A holder that dies between the claim and the
+ * exchange leaves the word naming it, dead, and is taken over as any dead
+ * holder. A value in handoff that names no endpoint is garbage from a
+ * peer: cleared, nothing handed.
  */
 
 /* Drop: the word for the next holder, claimed from handoff, which the
@@ -143,26 +162,72 @@ static bool unqueue(struct up_end *e, _Atomic uint32_t *lk)
 						       memory_order_relaxed);
 }
 
+/*
+ * A waiter whose unqueue lost: a holder has claimed it and is exchanging
+ * the word to it, a few instructions off unless that holder is preempted;
+ * or a peer has stored over handoff. Waits on the word for
+ * UP_WAIT_SLICE_NS at most, since the two cannot be told apart and a
+ * peer's store must not hold the caller past its deadline for longer.
+ * True with the word ours to confirm (the top of up__lock_take_slow()'s
+ * loop). A word that comes later names an end out of its take, which
+ * anyone takes back (take_back()), and which this end confirms at its
+ * next take.
+ */
+static bool claimed_wait(struct up_end *e, _Atomic uint32_t *lk)
+{
+	uint64_t until = up__now_ns() + UP_WAIT_SLICE_NS, now, sc = 0;
+	bool came = false;
+	uint32_t cur;
+
+	for (;;) {
+		/* relaxed: a look; the caller confirms with a CAS. */
+		cur = atomic_load_explicit(lk, memory_order_relaxed);
+		if ((cur & ~UP_LOCK_WAITERS) == e->lock_id) {
+			came = true;
+			break;
+		}
+		now = up__now_ns();
+		if (now >= until)
+			break;
+		/* The exchange wakes every sleeper (up__lock_drop()). */
+		e->waker->ops->wait(e->waker, lk, cur, until - now, NULL, 0, &sc);
+	}
+	up__count(&e->c.syscalls, sc);
+	return came;
+}
+
 int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 {
 	struct up_pipe *p = e->p;
 	uint32_t cur, owner, keep = 0;
-	/* queued: our id is in handoff, or was until a holder claimed it;
-	 * handed: it was claimed, the word is coming to us. */
-	bool queued = false, handed = false;
+	/* queued: our id is in handoff, or was until a holder claimed it
+	 * (or a peer stored over it). */
+	bool queued = false;
 	unsigned int i;
 	int r;
 
 	for (i = 0;; i++) {
-		/* [lock] acq: a word naming us was exchanged by the holder
-		 * that handed it over, and we hold the lock from this load on;
-		 * pairs with [lock] rel in up__lock_drop(). (Not a relaxed look
-		 * and a fence: TSan does not see fences.) Any other value is a
-		 * look, and the CAS that takes acquires. */
-		cur = atomic_load_explicit(lk, memory_order_acquire);
+		/* [held] sc: a look (the lock is ours only through a CAS,
+		 * which acquires), before take_back()'s look at the owner's
+		 * held word: a word handed to an end that is giving up is seen
+		 * with that end's held word clear, or that end lets the word go
+		 * itself; pairs with [held] sc in up__lock_give_up(). */
+		cur = atomic_load_explicit(lk, memory_order_seq_cst);
 		owner = cur & ~UP_LOCK_WAITERS;
-		if (owner == e->lock_id && queued)
-			return 0; /* handed to us by the holder that claimed us */
+		if (owner == e->lock_id) {
+			/* Handed to us by the holder that claimed us: in this
+			 * call, or in an earlier one that left before the word
+			 * came. Ours only once a CAS confirms it: a taker that
+			 * saw our held word clear may be taking it back.
+			 * [held] sc: as a take's CAS, after our held bit;
+			 * pairs with [held] sc in take_back(). Also [lock]
+			 * acq: pairs with [lock] rel in up__lock_drop(). */
+			if (!atomic_compare_exchange_strong_explicit(
+				    lk, &cur, cur | keep, memory_order_seq_cst,
+				    memory_order_relaxed))
+				continue;
+			goto taken;
+		}
 		if (owner == 0) {
 			/* Keep the waiters bit: others may still sleep.
 			 * [lock] acq: pairs with [lock] rel in up__lock_drop(). */
@@ -173,9 +238,8 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 			continue;
 		}
 		if ((owner & UP_END_ROLE_MASK) == 0 ||
-		    (owner & UP_END_ROLE_MASK) > p->g.max_ends || owner == e->lock_id ||
-		    up__is_broken(p)) {
-			if (queued && !handed)
+		    (owner & UP_END_ROLE_MASK) > p->g.max_ends || up__is_broken(p)) {
+			if (queued)
 				unqueue(e, lk);
 			return up__proto_error(p);
 		}
@@ -193,18 +257,25 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 				goto taken;
 			continue;
 		}
-		/* Live, but not inside a call for this lock: a stored id. */
+		/* Live, but not inside a call for this lock: a stored id. A
+		 * queued waiter leaves handoff before it looks: a holder that
+		 * claimed it exchanges the word to the very value a take-back
+		 * writes, which take_back()'s restore would then give back to
+		 * a holder that has left. Claimed (the unqueue lost), it waits
+		 * for the word instead. Each sleep below queues it again. */
+		if (queued) {
+			queued = false;
+			if (!unqueue(e, lk)) {
+				if (claimed_wait(e, lk))
+					continue;
+				goto sleep;
+			}
+		}
 		if (take_back(e, lk, cur, owner, keep))
 			goto taken;
+sleep:
 		if (nonblock)
 			return -EAGAIN;
-		if (handed) {
-			/* The holder is between its claim and its exchange:
-			 * a few instructions, unless it is preempted. */
-			sched_yield();
-			up__count(&e->c.syscalls, 1);
-			continue;
-		}
 		/* Sleep on the lock word itself, as a futex mutex does.
 		 * relaxed: the bit only asks the holder to wake us; the futex
 		 * wait re-checks the word. */
@@ -228,8 +299,10 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		if (r < 0) {
 			if (!queued || unqueue(e, lk))
 				return r;
-			handed = true; /* the word is on its way: wait for it */
-			continue;
+			queued = false;
+			if (!claimed_wait(e, lk))
+				return r;
+			continue; /* the word came: confirmed at the top */
 		}
 		up__count(&e->c.waits, 1);
 		if (e->waker->ops->wait(e->waker, lk, cur | UP_LOCK_WAITERS, slice, NULL, 0, &sc) ==
@@ -250,11 +323,40 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		i = UP_BACKOFF_SLEPT;
 	}
 taken:
-	/* Taken another way: out of handoff. A claim that beat us can only be
-	 * a holder's that died before its exchange (we took over from it). */
-	if (queued && !handed)
+	/* Out of handoff, if a holder has not claimed us: a claim that beat
+	 * us was a holder's that died before its exchange (we took over from
+	 * it), or one whose word just came, or a peer's store. */
+	if (queued)
 		unqueue(e, lk);
 	return 0;
+}
+
+/*
+ * A take that failed: out of the lock's held bit, and a word handed to us
+ * meanwhile let go (a claim of us that our unqueue lost). Without this, a
+ * waiter that saw the word handed to us while our held bit was still set
+ * would sleep on it with nobody left to wake it. A hand-off that lands
+ * after our look here comes after our clear too: its holder wakes every
+ * sleeper, and whoever looks then takes the word back (take_back()).
+ */
+void up__lock_give_up(struct up_end *e, _Atomic uint32_t *lk)
+{
+	uint32_t cur;
+
+	e->held &= ~up__held_bit(e, lk);
+	/* [held] sc: the clear, then the look at the word; pairs with [held]
+	 * sc in up__lock_take_slow(), a waiter's look at the word before its
+	 * look at our held word. */
+	atomic_store_explicit(&e->p->ends[e->idx].held, e->held, memory_order_seq_cst);
+	cur = atomic_load_explicit(lk, memory_order_seq_cst);
+	if ((cur & ~UP_LOCK_WAITERS) != e->lock_id)
+		return;
+	/* [lock] rel: as a drop's exchange, though we were never inside;
+	 * pairs with [lock] acq in up__lock_take_slow(). A take-back that won
+	 * first leaves the CAS failing and the word its own. */
+	if (atomic_compare_exchange_strong_explicit(lk, &cur, 0, memory_order_seq_cst,
+						    memory_order_relaxed))
+		up__lock_wake(e, lk, true);
 }
 
 /* The drop found the waiters bit, or handed the word over (@all). */

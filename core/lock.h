@@ -63,6 +63,7 @@ static inline void up__held_clear(struct up_end *e, uint32_t bits)
 int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock);
 uint32_t up__lock_pass(struct up_end *e, _Atomic uint32_t *lk, uint32_t h);
 void up__lock_wake(struct up_end *e, _Atomic uint32_t *lk, bool all);
+void up__lock_give_up(struct up_end *e, _Atomic uint32_t *lk);
 
 /* The line of lock word @lk (the word is its first member). */
 static inline struct up_shm_lock *up__lock_line(_Atomic uint32_t *lk)
@@ -88,7 +89,7 @@ static inline int up__lock_take(struct up_end *e, _Atomic uint32_t *lk, bool non
 		return 0;
 	r = up__lock_take_slow(e, lk, nonblock);
 	if (r < 0)
-		up__held_clear(e, up__held_bit(e, lk));
+		up__lock_give_up(e, lk);
 	return r;
 }
 

@@ -26,6 +26,17 @@
  *   pool_own_tag     the pool emptied and every page tagged with W's own
  *                    tag: W, which knows its cache, must find the pages
  *                    lost (core/reclaim.c, pool_lost()): -EPROTO.
+ *   handoff_cleared  a reader R2 asleep behind R1's peek, queued for the
+ *                    hand-off, and the queue cleared by a peer that goes on
+ *                    storing (this case's peer stays until R2 returns):
+ *                    R2's timeout must still end its read while R1 holds
+ *                    the lock, though it cannot tell the stores from R1's
+ *                    claim of it (core/lock.c, claimed_wait()).
+ *   word_names_self  the readers' lock word naming R2 while R2 is in no
+ *                    call, as a claim of R2 whose word came after R2's
+ *                    timeout leaves it: R2's next read must take the word
+ *                    as its own, not report a protocol error; then R1's
+ *                    read must find the lock free again.
  *   attach_unsealed  a memfd sent unsealed, then shrunk and sealed between
  *                    the receiver's checks: up_pipe_attach() must not map
  *                    past the file's end (core/shm.c). fcntl() is wrapped
@@ -36,6 +47,8 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +59,7 @@
 
 #include "harness.h"
 #include "lock.h"
+#include "ring.h"
 #include "up_int.h"
 
 #define BOUND_MS 3000u
@@ -202,6 +216,80 @@ out:
 	up_pipe_release(p);
 }
 
+static void handoff_cleared(void)
+{
+	struct up_pipe *p = new_pipe(), *q;
+	struct up_end *r1, *r2, *w;
+	struct iovec iov[4];
+	struct call cr;
+	uint64_t t0;
+	int cnt = 4;
+	pid_t pid;
+
+	CHECK_OK(up_open(p, UP_WR, &w));
+	CHECK_OK(up_open(p, UP_RD, &r1));
+	CHECK_OK(up_open(p, UP_RD, &r2)); /* two readers: no bias is set */
+	CHECK_OK(up_set_timeout(r2, 200));
+	CHECK_EQ(up_write(w, buf, 100), 100);
+	CHECK_EQ(up_peek(r1, iov, &cnt), 100); /* R1 holds the readers' lock */
+	call_start(&cr, r2, false, false);
+	/* R2 queued for the hand-off: it is about to sleep on the word. */
+	CHECK_EQ(harness_wait_word(&p->ln->rlock.handoff, BOUND_MS / 1000.0), r2->lock_id);
+	t0 = harness_now_ns();
+	pid = harness_fork(30);
+	if (pid == 0) {
+		/* Cleared over and over, so that R2 finds itself claimed at
+		 * its deadline, whenever its last sleep queued it again. */
+		hostile_begin((struct up_end *[]){ r1, r2, w }, 3, p, &q);
+		for (;;) {
+			atomic_store(&q->ln->rlock.handoff, 0);
+			sched_yield();
+		}
+	}
+	CHECK_EQ(call_end(&cr, "R2's read, R1 still holding"), -ETIMEDOUT);
+	printf("#   returned %.1f ms after the clearing began\n",
+	       (double)(harness_now_ns() - t0) / 1e6);
+	CHECK_EQ(kill(pid, SIGKILL), 0);
+	CHECK_EQ(waitpid(pid, NULL, 0), pid);
+	CHECK_OK(up_consume(r1, 40));
+	CHECK_EQ(up_read(r2, buf, sizeof(buf)), 60);
+	CHECK(!up__is_broken(p));
+	up_close(w);
+	up_close(r2);
+	up_close(r1);
+	up_pipe_release(p);
+}
+
+static void word_names_self(void)
+{
+	struct up_pipe *p = new_pipe(), *q;
+	struct up_end *r1, *r2, *w;
+	uint32_t id2;
+	pid_t pid;
+
+	CHECK_OK(up_open(p, UP_WR, &w));
+	CHECK_OK(up_open(p, UP_RD, &r1));
+	CHECK_OK(up_open(p, UP_RD, &r2));
+	CHECK_EQ(up_write(w, buf, 100), 100);
+	id2 = r2->lock_id;
+	pid = harness_fork(30);
+	if (pid == 0) {
+		hostile_begin((struct up_end *[]){ r1, r2, w }, 3, p, &q);
+		/* What a hand-off to R2 stores (core/lock.h, up__lock_drop()). */
+		atomic_store(&q->ln->rlock.word, id2 | UP_LOCK_WAITERS);
+		_exit(0);
+	}
+	reap(pid);
+	CHECK_EQ(up_read(r2, buf, 60), 60);
+	CHECK_EQ(atomic_load(&p->ln->rlock.word) & ~UP_LOCK_WAITERS, 0);
+	CHECK_EQ(up_read(r1, buf, sizeof(buf)), 40);
+	CHECK(!up__is_broken(p));
+	up_close(w);
+	up_close(r2);
+	up_close(r1);
+	up_pipe_release(p);
+}
+
 static void peek_empty_slots(void)
 {
 	for (int blocking = 0; blocking < 2; blocking++) {
@@ -328,6 +416,7 @@ static const struct {
 } cases[] = {
 	{ "bias_named_idle", bias_named_idle },	  { "word_named_owner", word_named_owner },
 	{ "peek_empty_slots", peek_empty_slots }, { "pool_own_tag", pool_own_tag },
+	{ "handoff_cleared", handoff_cleared },	  { "word_names_self", word_names_self },
 	{ "attach_unsealed", attach_unsealed },
 };
 

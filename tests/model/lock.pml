@@ -40,11 +40,17 @@
  * and wakes every sleeper. A waiter that finds the word naming itself
  * while queued holds the lock; one that takes it another way clears its
  * own registration if still there. The model asserts that the word names
- * a taker only while it is queued (the code returns -EPROTO otherwise).
+ * a taker only while it is queued. (The code also confirms, with a CAS, a
+ * word naming a taker that is not queued: one handed to it after it gave
+ * up waiting for a claimed word, which needs a slice that the model does
+ * not have.)
  *
  * -DTIMEOUT: each thread may time out once, before a sleep: it takes its
  * id back out of handoff and gives the round up, unless a drop claimed it
- * first; then it waits for the word, whatever its deadline.
+ * first; then it waits for the word. (The code waits a slice at most,
+ * claimed_wait() in lock.c, since a peer's store over handoff looks the
+ * same; the model has no slices and no such peer, so its wait ends when
+ * the word comes.)
  *
  * -DMUTANT=1: a waiter that slept takes the lock without the bit (the code
  * before 3d558e2): the second of two sleepers is never woken.

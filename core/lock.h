@@ -88,7 +88,10 @@ static inline int up__lock_take(struct up_end *e, _Atomic uint32_t *lk, bool non
 							       memory_order_relaxed)))
 		return 0;
 	r = up__lock_take_slow(e, lk, nonblock);
-	if (r < 0)
+	/* -EAGAIN: never queued, so never claimed (lock.c). */
+	if (r == -EAGAIN)
+		up__held_clear(e, up__held_bit(e, lk));
+	else if (r < 0)
 		up__lock_give_up(e, lk);
 	return r;
 }

@@ -76,10 +76,11 @@ static int ring_wait(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t expect
 		if (peer_pidfds[i] < 0)
 			continue;
 		sqe = up__uw_sqe_get(uw, syscalls);
-		if (!sqe) {
-			result = -EBUSY;
-			goto cleanup;
-		}
+		/* No room (the kernel took none of the SQEs to make some):
+		 * watch the peers armed so far; the caller's slice covers the
+		 * rest, as for peers beyond UW_MAX_PEERS. */
+		if (!sqe)
+			break;
 		io_uring_prep_poll_add(sqe, peer_pidfds[i], POLLIN);
 		sqe->user_data = UW_TAG(gen, UW_POLL);
 		inflight++;
@@ -128,17 +129,27 @@ static int ring_wait(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t expect
 		/* else: only stale wake CQEs arrived; sleep again. */
 	}
 
-cleanup:
 	if (inflight)
 		up__uw_cancel(uw, gen, &inflight, &result, syscalls);
 	if (result == UW_PENDING)
 		result = -EIO;
+	if (result >= 0 || result == -ETIMEDOUT || result == -EINTR)
+		return result;
 	/* A broken ring cannot report a hard error back to the sleeper loop
 	 * usefully; the caller re-checks, and the next wait uses futex(2). */
-	if (uw->broken && result < 0 && result != -ETIMEDOUT &&
-	    result != -EINTR)
-		result = 0;
-	return result;
+	if (uw->broken)
+		return 0;
+	/* The kernel refused this wait (short of memory, say): it is a sleep
+	 * all the same, through futex(2), which watches no peer; the
+	 * caller's slice bounds it. A sleeper never sees the ring's error. */
+	if (deadline) {
+		uint64_t t = up__now_ns();
+
+		if (t >= deadline)
+			return -ETIMEDOUT;
+		timeout_ns = deadline - t;
+	}
+	return up__futex_wait(word, expect, timeout_ns, syscalls);
 
 hard_fail:
 	uw->broken = 1;

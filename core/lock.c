@@ -35,12 +35,14 @@ bool up__backoff(struct up_end *e, unsigned int i, bool nonblock)
 /*
  * The word @cur names a live endpoint @owner (not us): take the lock back if
  * @owner's held word does not claim it, i.e. the value was stored by
- * somebody else. Returns true with the lock held by us, false to go on
- * waiting (the owner claims it, or the word changed). Two steps:
+ * somebody else. Returns 1 with the lock held by us, 0 to go on waiting
+ * (the owner claims it, or the word changed), -1 when it gave the word
+ * back (the caller must look again before it sleeps: the word it read is
+ * what it restored, and the restore's wake may have come and gone). Two
+ * steps:
  *
  *   1. claim: CAS the word from @cur to our id (we are not inside yet);
  *   2. re-read the owner's held (seq_cst). It claims the lock: restore @cur
- *      with a CAS (which fails harmlessly if the owner dropped meanwhile)
  *      and wait. It does not: check that the word still names us, and we
  *      hold the lock.
  *
@@ -57,8 +59,8 @@ bool up__backoff(struct up_end *e, unsigned int i, bool nonblock)
  * see. Only the word's last writer being a plain store (a peer of ours
  * scribbling) escapes this, and that peer could as well scribble anything.
  */
-static bool take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint32_t owner,
-		      uint32_t keep)
+static int take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint32_t owner,
+		     uint32_t keep)
 {
 	_Atomic uint32_t *held = &e->p->ends[(owner & UP_END_ROLE_MASK) - 1].held;
 	const uint32_t bit = up__held_bit(e, lk);
@@ -67,13 +69,13 @@ static bool take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint
 	/* [held] sc: a first look; pairs with [held] rel in up__held_clear()
 	 * and up__lock_take(). */
 	if (atomic_load_explicit(held, memory_order_seq_cst) & bit)
-		return false;
+		return 0;
 	/* Step 1. [held] sc: the claim acquires the owner's take CAS; pairs
-	 * with [held] rel in up__lock_take(). Also [lock] acq: pairs with
-	 * [lock] rel in up__lock_drop(). */
+	 * with [held] rel in up__lock_take() and up__lock_take_slow(). Also
+	 * [lock] acq: pairs with [lock] rel in up__lock_drop(). */
 	if (!atomic_compare_exchange_strong_explicit(lk, &cur, mine, memory_order_seq_cst,
 						     memory_order_relaxed))
-		return false;
+		return 0;
 	/* Step 2. [held] sc: after the claim; pairs with [held] rel in
 	 * up__held_clear() and up__lock_take(). */
 	if (atomic_load_explicit(held, memory_order_seq_cst) & bit) {
@@ -94,13 +96,13 @@ static bool take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint
 				break;
 			}
 		}
-		return false;
+		return -1;
 	}
 	/* [held] sc: the owner's drop, if any, came before its clear that we
 	 * did not see; pairs with [held] rel in up__held_clear(). */
 	if ((atomic_load_explicit(lk, memory_order_seq_cst) & ~UP_LOCK_WAITERS) != e->lock_id)
-		return false;
-	return true;
+		return 0;
+	return 1;
 }
 
 /*
@@ -118,7 +120,9 @@ static bool take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint
  *     is cancelled. Its CAS id -> 0 failing means a holder has claimed it
  *     and is handing it the word, or that a peer has stored over it: the
  *     two cannot be told apart, so it waits for the word a slice at most
- *     past its deadline (claimed_wait()), then leaves without it.
+ *     (claimed_wait()). Still in its take, it confirms the word; past its
+ *     deadline or cancelled, it leaves all the same, and lets go of a word
+ *     that came (up__lock_give_up()).
  *
  * So the word can come to name a live end that is no longer inside a call
  * for the lock (a holder preempted for a slice between its claim and its
@@ -168,10 +172,9 @@ static bool unqueue(struct up_end *e, _Atomic uint32_t *lk)
  * or a peer has stored over handoff. Waits on the word for
  * UP_WAIT_SLICE_NS at most, since the two cannot be told apart and a
  * peer's store must not hold the caller past its deadline for longer.
- * True with the word ours to confirm (the top of up__lock_take_slow()'s
- * loop). A word that comes later names an end out of its take, which
- * anyone takes back (take_back()), and which this end confirms at its
- * next take.
+ * True when the word came (names us). A word that comes later names an
+ * end out of its take, which anyone takes back (take_back()), and which
+ * this end confirms at its next take.
  */
 static bool claimed_wait(struct up_end *e, _Atomic uint32_t *lk)
 {
@@ -204,7 +207,7 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 	 * (or a peer stored over it). */
 	bool queued = false;
 	unsigned int i;
-	int r;
+	int r, back;
 
 	for (i = 0;; i++) {
 		/* [held] sc: a look (the lock is ours only through a CAS,
@@ -230,10 +233,12 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		}
 		if (owner == 0) {
 			/* Keep the waiters bit: others may still sleep.
-			 * [lock] acq: pairs with [lock] rel in up__lock_drop(). */
+			 * [lock] acq: pairs with [lock] rel in up__lock_drop().
+			 * Also [held] rel: our held bit before the word names
+			 * us; pairs with [held] sc in take_back(). */
 			if (atomic_compare_exchange_weak_explicit(
 				    lk, &cur, e->lock_id | (cur & UP_LOCK_WAITERS) | keep,
-				    memory_order_acquire, memory_order_relaxed))
+				    memory_order_acq_rel, memory_order_relaxed))
 				goto taken;
 			continue;
 		}
@@ -250,10 +255,12 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		if (up__lock_owner_gone(e, owner)) {
 			/* Take it over from the dead; what it published is
 			 * whole (single stores), the rest was never visible.
-			 * [lock] acq: pairs with [lock] rel in up__lock_drop(). */
+			 * [lock] acq: pairs with [lock] rel in up__lock_drop().
+			 * Also [held] rel: as above; pairs with [held] sc in
+			 * take_back(). */
 			if (atomic_compare_exchange_strong_explicit(
 				    lk, &cur, e->lock_id | (cur & UP_LOCK_WAITERS) | keep,
-				    memory_order_acquire, memory_order_relaxed))
+				    memory_order_acq_rel, memory_order_relaxed))
 				goto taken;
 			continue;
 		}
@@ -271,8 +278,11 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 				goto sleep;
 			}
 		}
-		if (take_back(e, lk, cur, owner, keep))
+		back = take_back(e, lk, cur, owner, keep);
+		if (back > 0)
 			goto taken;
+		if (back < 0)
+			continue; /* given back: look before sleeping on it */
 sleep:
 		if (nonblock)
 			return -EAGAIN;
@@ -299,10 +309,12 @@ sleep:
 		if (r < 0) {
 			if (!queued || unqueue(e, lk))
 				return r;
-			queued = false;
-			if (!claimed_wait(e, lk))
-				return r;
-			continue; /* the word came: confirmed at the top */
+			/* Claimed: the call ends all the same (a cancel must
+			 * not be spent on a lock), but after the word has come,
+			 * so that up__lock_take()'s give-up lets it go rather
+			 * than leave it to the others' take-back. */
+			(void)claimed_wait(e, lk);
+			return r;
 		}
 		up__count(&e->c.waits, 1);
 		if (e->waker->ops->wait(e->waker, lk, cur | UP_LOCK_WAITERS, slice, NULL, 0, &sc) ==

@@ -88,10 +88,9 @@ static inline int up__lock_take(struct up_end *e, _Atomic uint32_t *lk, bool non
 							       memory_order_relaxed)))
 		return 0;
 	r = up__lock_take_slow(e, lk, nonblock);
-	/* -EAGAIN: never queued, so never claimed (lock.c). */
-	if (r == -EAGAIN)
-		up__held_clear(e, up__held_bit(e, lk));
-	else if (r < 0)
+	/* Even at -EAGAIN: a claim of an earlier call's may have landed while
+	 * our held bit was set (lock.c, up__lock_give_up()). */
+	if (r < 0)
 		up__lock_give_up(e, lk);
 	return r;
 }
@@ -110,7 +109,9 @@ static inline bool up__lock_try(struct up_end *e, _Atomic uint32_t *lk)
 							       memory_order_acq_rel,
 							       memory_order_relaxed)))
 		return true;
-	up__held_clear(e, up__held_bit(e, lk));
+	/* As a take that failed: a word handed to us by an earlier call's
+	 * claim may have come while our bit was set. */
+	up__lock_give_up(e, lk);
 	return false;
 }
 

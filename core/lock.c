@@ -205,7 +205,8 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 	uint32_t cur, owner, keep = 0;
 	/* queued: our id is in handoff, or was until a holder claimed it
 	 * (or a peer stored over it). */
-	bool queued = false;
+	/* ran_out: a claimed_wait() of this call ended without the word. */
+	bool queued = false, ran_out = false;
 	unsigned int i;
 	int r, back;
 
@@ -275,6 +276,7 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 			if (!unqueue(e, lk)) {
 				if (claimed_wait(e, lk))
 					continue;
+				ran_out = true;
 				goto sleep;
 			}
 		}
@@ -312,8 +314,11 @@ sleep:
 			/* Claimed: the call ends all the same (a cancel must
 			 * not be spent on a lock), but after the word has come,
 			 * so that up__lock_take()'s give-up lets it go rather
-			 * than leave it to the others' take-back. */
-			(void)claimed_wait(e, lk);
+			 * than leave it to the others' take-back. Not when a
+			 * wait of this call ran out already: a peer's stores,
+			 * and the call ends one slice late at most. */
+			if (!ran_out)
+				(void)claimed_wait(e, lk);
 			return r;
 		}
 		up__count(&e->c.waits, 1);

@@ -208,7 +208,7 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 	/* ran_out: a claimed_wait() of this call ended without the word. */
 	bool queued = false, ran_out = false;
 	unsigned int i;
-	int r, back;
+	int r, took;
 
 	for (i = 0;; i++) {
 		/* [held] sc: a look (the lock is ours only through a CAS,
@@ -280,10 +280,10 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 				goto sleep;
 			}
 		}
-		back = take_back(e, lk, cur, owner, keep);
-		if (back > 0)
+		took = take_back(e, lk, cur, owner, keep);
+		if (took > 0)
 			goto taken;
-		if (back < 0)
+		if (took < 0)
 			continue; /* given back: look before sleeping on it */
 sleep:
 		if (nonblock)

@@ -305,7 +305,7 @@ bool up__rlock_busy(struct up_pipe *p)
 	struct up_shm_lock *l = &p->ln->rlock;
 
 	/* relaxed: a hint, as above. */
-	if ((atomic_load_explicit(&l->word, memory_order_relaxed) & ~UP_LOCK_WAITERS) != 0)
+	if (up__lock_owner(atomic_load_explicit(&l->word, memory_order_relaxed)) != 0)
 		return true;
 	return bias_owner_inside(p, l);
 }
@@ -396,7 +396,7 @@ int up__wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expe
 
 	/* [lock-poll] sc: a first look at the holder, the CAS below decides;
 	 * pairs with [lock-poll] sc in up__lock_drop(). */
-	owner = atomic_load_explicit(&l->word, memory_order_seq_cst) & ~UP_LOCK_WAITERS;
+	owner = up__lock_owner(atomic_load_explicit(&l->word, memory_order_seq_cst));
 	if (owner == 0)
 		return bias_poll_arm(w, word, expect);
 	if (owner == w->lock_id)
@@ -407,7 +407,7 @@ int up__wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expe
 	/* [lock-poll] sc: after the count; pairs with [lock-poll] sc in
 	 * up__lock_drop(). */
 	cur = atomic_load_explicit(&l->word, memory_order_seq_cst);
-	owner = cur & ~UP_LOCK_WAITERS;
+	owner = up__lock_owner(cur);
 	if (owner != 0 && owner != w->lock_id &&
 	    ((owner & UP_END_ROLE_MASK) == 0 || (owner & UP_END_ROLE_MASK) > p->g.max_ends)) {
 		/* [lock-poll] sc: undoes the count above; pairs with

@@ -35,16 +35,19 @@ bool up__backoff(struct up_end *e, unsigned int i, bool nonblock)
 /*
  * The word @cur names a live endpoint @owner (not us): take the lock back if
  * @owner's held word does not claim it, i.e. the value was stored by
- * somebody else. Returns 1 with the lock held by us, 0 to go on waiting
- * (the owner claims it, or the word changed), -1 when it gave the word
- * back (the caller must look again before it sleeps: the word it read is
- * what it restored, and the restore's wake may have come and gone). Two
- * steps:
+ * somebody else (a hand-off that came after its end had left, a peer's
+ * store). Returns 1 with the lock held by us, 0 to go on waiting (the owner
+ * claims it, the word changed, or a peer's stored claim stood over ours:
+ * for a slice at most, and *@ran_out is then set), -1 when it gave the
+ * word back (the caller
+ * must look again before it sleeps: the word it read is what it restored,
+ * and the restore's wake may have come and gone). Three steps:
  *
- *   1. claim: CAS the word from @cur to our id (we are not inside yet);
- *   2. re-read the owner's held (seq_cst). It claims the lock: restore @cur
- *      and wait. It does not: check that the word still names us, and we
- *      hold the lock.
+ *   1. claim: CAS the word from @cur to our id with UP_LOCK_CLAIM, which
+ *      tells everyone that the word names a taker, not a holder;
+ *   2. re-read the owner's held (seq_cst);
+ *   3. resolve, by a CAS from our claim: back to @cur if the owner claims
+ *      the lock, else to our id alone, and we hold it.
  *
  * Why this never takes the lock from a holder H that got it by its CAS.
  * Say our claim CAS read the value H's take CAS wrote (else H did not hold
@@ -52,19 +55,38 @@ bool up__backoff(struct up_end *e, unsigned int i, bool nonblock)
  * our claim acquires it ([held] rel/sc): our re-read in step 2 sees the bit
  * or a later store of H's held. H's later stores are its clear after a
  * drop, or a re-take's set. A set: we restore. A clear: it is a release
- * after H's drop exchange, so the drop happened before our check of the
- * word, which then reads 0 or a later taker's id, not ours: we go on
- * waiting. The ABA case (H drops and takes again between our first look
- * and our claim) is the same: our claim read H's new CAS, whose held bit we
- * see. Only the word's last writer being a plain store (a peer of ours
- * scribbling) escapes this, and that peer could as well scribble anything.
+ * after H's drop exchange, so the drop came before our resolve, which then
+ * finds 0 or a later taker's id, not our claim: we go on waiting. The ABA
+ * case (H drops and takes again between our first look and our claim) is
+ * the same: our claim read H's new CAS, whose held bit we see.
+ *
+ * Why a restore never brings back a value that no longer stands. Only we
+ * resolve our claim, and while it is in the word nobody holds through it.
+ * Another taker X can claim over it (X read our claim from an earlier take
+ * of ours and looked at our held word between the two takes: an ABA). X
+ * then sees our held bit, set for our whole take, and gives our claim
+ * back; we wait for it, however long X is preempted, and resolve it
+ * ourselves. A drop by the real holder exchanges over either claim, after
+ * which both resolving CASes fail. So a restore writes back the value its
+ * claim replaced while that value still stands, and no claim outlives its
+ * maker's take. Without the bit a claim was a plain id, and X's restore of
+ * it, after its maker had stopped waiting for it, read as a hold: two
+ * holders. What escapes this: a plain store (a peer of ours scribbling,
+ * which could as well store anything; we wait for a stored claim one slice
+ * at most), and a claimer that dies between its claim and its resolve,
+ * whose claim is taken over as a dead holder's though a holder may be
+ * under it (it would take the value it replaced, kept where others can
+ * read it, to tell).
  */
 static int take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint32_t owner,
-		     uint32_t keep)
+		     uint32_t keep, bool nonblock, bool *ran_out)
 {
 	_Atomic uint32_t *held = &e->p->ends[(owner & UP_END_ROLE_MASK) - 1].held;
-	const uint32_t bit = up__held_bit(e, lk);
-	uint32_t mine = e->lock_id | (cur & UP_LOCK_WAITERS) | keep, back = cur;
+	const uint32_t bit = up__held_bit(e, lk), claim = e->lock_id | UP_LOCK_CLAIM;
+	uint32_t w = cur, to, zown;
+	uint64_t until = 0, now;
+	unsigned int i;
+	bool give;
 
 	/* [held] sc: a first look; pairs with [held] rel in up__held_clear()
 	 * and up__lock_take(). */
@@ -73,36 +95,71 @@ static int take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint3
 	/* Step 1. [held] sc: the claim acquires the owner's take CAS; pairs
 	 * with [held] rel in up__lock_take() and up__lock_take_slow(). Also
 	 * [lock] acq: pairs with [lock] rel in up__lock_drop(). */
-	if (!atomic_compare_exchange_strong_explicit(lk, &cur, mine, memory_order_seq_cst,
-						     memory_order_relaxed))
+	if (!atomic_compare_exchange_strong_explicit(lk, &w, claim | (cur & UP_LOCK_WAITERS),
+						     memory_order_seq_cst, memory_order_relaxed))
 		return 0;
-	/* Step 2. [held] sc: after the claim; pairs with [held] rel in
-	 * up__held_clear() and up__lock_take(). */
-	if (atomic_load_explicit(held, memory_order_seq_cst) & bit) {
-		/* Give the word back as we found it, with the bit if a waiter
-		 * set it meanwhile: while it names us, only that bit can have
-		 * changed (nobody takes back from an end inside its take, and
-		 * the owner's drop makes it name somebody else). A waiter may
-		 * have gone to sleep on our value: the change must wake it, as
-		 * a drop's would.
-		 * [held] sc: pairs with [held] sc in take_back(), a later
-		 * taker's first look. */
-		while ((mine & ~UP_LOCK_WAITERS) == e->lock_id) {
-			if (atomic_compare_exchange_weak_explicit(
-				    lk, &mine, back | (mine & UP_LOCK_WAITERS),
-				    memory_order_seq_cst, memory_order_relaxed)) {
-				if (mine & UP_LOCK_WAITERS)
+	for (i = 0;; i++) {
+		/* Step 2. [held] sc: after the claim; pairs with [held] rel
+		 * in up__held_clear() and up__lock_take(). */
+		give = atomic_load_explicit(held, memory_order_seq_cst) & bit;
+		/* [held] sc: as the claim; pairs with [held] sc in take_back(),
+		 * another taker's restore of our claim. */
+		w = atomic_load_explicit(lk, memory_order_seq_cst);
+		/* Step 3, keeping the waiters bit that a waiter may have set on
+		 * our claim. A waiter may have gone to sleep on it: a restore
+		 * must wake it, as a drop would; our own drop wakes it when we
+		 * hold. [held] sc: pairs with [held] sc in take_back(), a later
+		 * taker's first look. Also [lock] acq: pairs with [lock] rel
+		 * in up__lock_drop(). */
+		while ((w & ~UP_LOCK_WAITERS) == claim) {
+			to = (give ? cur : e->lock_id | keep) | (w & UP_LOCK_WAITERS);
+			if (atomic_compare_exchange_weak_explicit(lk, &w, to, memory_order_seq_cst,
+								  memory_order_seq_cst)) {
+				if (!give)
+					return 1;
+				if (w & UP_LOCK_WAITERS)
 					up__lock_wake(e, lk, true);
-				break;
+				return -1;
 			}
 		}
-		return -1;
+		/* A drop (or a takeover) exchanged over our claim. */
+		if (!(w & UP_LOCK_CLAIM))
+			return 0;
+		/* Another's claim stands over ours (or over what replaced
+		 * ours). Its maker gives ours back, since our held bit is set,
+		 * or a drop ends both: we must not leave before, or our claim
+		 * would come back to a word we no longer resolve. An honest
+		 * maker has its held bit set and resolves a few instructions
+		 * on, however long it is preempted: wait for it. One that is
+		 * dead never will, and ours is lost with it (its claim is
+		 * taken over as a dead holder's). One whose bit is clear is a
+		 * peer's store: a slice at most, and none for a non-blocking
+		 * caller or once a wait of this call has run out. */
+		if (up__backoff(e, i, nonblock))
+			continue;
+		zown = up__lock_owner(w);
+		if ((zown & UP_END_ROLE_MASK) == 0 || (zown & UP_END_ROLE_MASK) > e->p->g.max_ends ||
+		    up__lock_owner_gone(e, zown))
+			return 0;
+		/* [held] sc: as the first look; pairs with [held] rel in
+		 * up__held_clear() and up__lock_take(). */
+		if (atomic_load_explicit(&e->p->ends[(zown & UP_END_ROLE_MASK) - 1].held,
+					 memory_order_seq_cst) & bit) {
+			until = 0;
+		} else {
+			if (nonblock || *ran_out)
+				return 0;
+			now = up__now_ns();
+			if (until == 0) {
+				until = now + UP_WAIT_SLICE_NS;
+			} else if (now >= until) {
+				*ran_out = true;
+				return 0;
+			}
+		}
+		sched_yield();
+		up__count(&e->c.syscalls, 1);
 	}
-	/* [held] sc: the owner's drop, if any, came before its clear that we
-	 * did not see; pairs with [held] rel in up__held_clear(). */
-	if ((atomic_load_explicit(lk, memory_order_seq_cst) & ~UP_LOCK_WAITERS) != e->lock_id)
-		return 0;
-	return 1;
 }
 
 /*
@@ -140,7 +197,7 @@ static int take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint3
 uint32_t up__lock_pass(struct up_end *e, _Atomic uint32_t *lk, uint32_t h)
 {
 	uint32_t role = h & UP_END_ROLE_MASK;
-	bool valid = role != 0 && role <= e->p->g.max_ends && !(h & UP_LOCK_WAITERS) &&
+	bool valid = role != 0 && role <= e->p->g.max_ends && !(h & UP_LOCK_FLAGS) &&
 		     h != e->lock_id;
 
 	/* relaxed: the claim only decides between us and the waiter's own
@@ -185,7 +242,7 @@ static bool claimed_wait(struct up_end *e, _Atomic uint32_t *lk)
 	for (;;) {
 		/* relaxed: a look; the caller confirms with a CAS. */
 		cur = atomic_load_explicit(lk, memory_order_relaxed);
-		if ((cur & ~UP_LOCK_WAITERS) == e->lock_id) {
+		if (up__lock_owner(cur) == e->lock_id) {
 			came = true;
 			break;
 		}
@@ -205,7 +262,9 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 	uint32_t cur, owner, keep = 0;
 	/* queued: our id is in handoff, or was until a holder claimed it
 	 * (or a peer stored over it). */
-	/* ran_out: a claimed_wait() of this call ended without the word. */
+	/* ran_out: a wait of this call for a word that may be a peer's
+	 * store ran out (claimed_wait(), or take_back() behind a claim
+	 * naming an end not in its take): later such waits are skipped. */
 	bool queued = false, ran_out = false;
 	unsigned int i;
 	int r, took;
@@ -217,18 +276,22 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		 * with that end's held word clear, or that end lets the word go
 		 * itself; pairs with [held] sc in up__lock_give_up(). */
 		cur = atomic_load_explicit(lk, memory_order_seq_cst);
-		owner = cur & ~UP_LOCK_WAITERS;
+		owner = up__lock_owner(cur);
 		if (owner == e->lock_id) {
 			/* Handed to us by the holder that claimed us: in this
 			 * call, or in an earlier one that left before the word
 			 * came. Ours only once a CAS confirms it: a taker that
-			 * saw our held word clear may be taking it back.
+			 * saw our held word clear may be taking it back. A
+			 * claim of ours here is none we made (take_back()
+			 * stays until its own is resolved or exchanged over)
+			 * but a peer's store: taken as handed, without the
+			 * bit.
 			 * [held] sc: as a take's CAS, after our held bit;
 			 * pairs with [held] sc in take_back(). Also [lock]
 			 * acq: pairs with [lock] rel in up__lock_drop(). */
 			if (!atomic_compare_exchange_strong_explicit(
-				    lk, &cur, cur | keep, memory_order_seq_cst,
-				    memory_order_relaxed))
+				    lk, &cur, (cur & ~UP_LOCK_CLAIM) | keep,
+				    memory_order_seq_cst, memory_order_relaxed))
 				continue;
 			goto taken;
 		}
@@ -265,12 +328,11 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 				goto taken;
 			continue;
 		}
-		/* Live, but not inside a call for this lock: a stored id. A
-		 * queued waiter leaves handoff before it looks: a holder that
-		 * claimed it exchanges the word to the very value a take-back
-		 * writes, which take_back()'s restore would then give back to
-		 * a holder that has left. Claimed (the unqueue lost), it waits
-		 * for the word instead. Each sleep below queues it again. */
+		/* Maybe live but not inside a call for this lock: a stored id
+		 * (take_back() looks). A queued waiter leaves handoff first:
+		 * claimed (the unqueue lost), the word is on its way to it,
+		 * and it waits for that instead of taking anything back. Each
+		 * sleep below queues it again. */
 		if (queued) {
 			queued = false;
 			if (!unqueue(e, lk)) {
@@ -280,7 +342,7 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 				goto sleep;
 			}
 		}
-		took = take_back(e, lk, cur, owner, keep);
+		took = take_back(e, lk, cur, owner, keep, nonblock, &ran_out);
 		if (took > 0)
 			goto taken;
 		if (took < 0)
@@ -366,7 +428,7 @@ void up__lock_give_up(struct up_end *e, _Atomic uint32_t *lk)
 	 * look at our held word. */
 	atomic_store_explicit(&e->p->ends[e->idx].held, e->held, memory_order_seq_cst);
 	cur = atomic_load_explicit(lk, memory_order_seq_cst);
-	if ((cur & ~UP_LOCK_WAITERS) != e->lock_id)
+	if (up__lock_owner(cur) != e->lock_id)
 		return;
 	/* [lock] rel: as a drop's exchange, though we were never inside;
 	 * pairs with [lock] acq in up__lock_take_slow(). A take-back that won

@@ -75,8 +75,11 @@
  * last page the capacity allows while it sat there).
  * 12: an endpoint entry's counted, which says whether its end is in its
  * side's count (a peer of version 11 would not mark its ends, and a reaper
- * of this version would leave them counted when they die). */
-#define UP_SHM_VERSION    12u
+ * of this version would leave them counted when they die).
+ * 13: UP_LOCK_CLAIM in a lock word, a generation bit before (a peer of
+ * version 12 would read a take-back's claim as a hold by an end of another
+ * generation, and take it over as a dead holder's). */
+#define UP_SHM_VERSION    13u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -159,8 +162,9 @@ static inline uint64_t up__pos(uint32_t tail, uint32_t off)
 	return (uint64_t)tail | (uint64_t)off << 32;
 }
 
-/* A lock on its own line: 0 free, else owner end index + 1, with
- * UP_LOCK_WAITERS when somebody sleeps on it. Apart from head/tail because
+/* A lock on its own line: 0 free, else the owner's lock id (its end index +
+ * 1 and a generation), with UP_LOCK_WAITERS when somebody sleeps on it and
+ * UP_LOCK_CLAIM while the id is a take-back's claim, not a hold. Apart from head/tail because
  * the other side polls those: taking the lock must not steal their line. */
 struct up_shm_lock {
 	_Atomic uint32_t word;
@@ -226,6 +230,10 @@ struct up_shm_wait {
 };
 
 #define UP_LOCK_WAITERS 0x80000000u
+/* A take-back's claim (core/lock.c, take_back()): the word names the end
+ * taking it back, which does not hold it yet. */
+#define UP_LOCK_CLAIM 0x40000000u
+#define UP_LOCK_FLAGS (UP_LOCK_WAITERS | UP_LOCK_CLAIM)
 
 /* Endpoint table entry. state: 0 free, else role | gen << 8. */
 #define UP_END_FREE   0u

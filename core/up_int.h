@@ -372,12 +372,18 @@ static inline bool up__page_in_ring(struct up_pipe *p, uint32_t pg)
 }
 
 /* The value an endpoint writes into a lock word: like its owner tag, but the
- * generation cut to 23 bits so UP_LOCK_WAITERS stays free. The generation
+ * generation cut to 22 bits so UP_LOCK_FLAGS stay free. The generation
  * tells a holder that died and whose entry was claimed again (same index)
  * from the new endpoint in that entry. */
 static inline uint32_t up__lock_id(uint32_t state, uint32_t idx)
 {
-	return (state & ~UP_END_ROLE_MASK & ~UP_LOCK_WAITERS) | (idx + 1);
+	return (state & ~UP_END_ROLE_MASK & ~UP_LOCK_FLAGS) | (idx + 1);
+}
+
+/* The lock id a lock word names (its holder, or a take-back's claimer). */
+static inline uint32_t up__lock_owner(uint32_t word)
+{
+	return word & ~UP_LOCK_FLAGS;
 }
 uint32_t up__pool_free(struct up_pipe *p);
 int up__pool_take_hot(struct up_pipe *p, uint32_t *page, uint32_t tag);

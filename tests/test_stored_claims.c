@@ -37,6 +37,12 @@
  *                    timeout leaves it: R2's next read must take the word
  *                    as its own, not report a protocol error; then R1's
  *                    read must find the lock free again.
+ *   claim_stored     the readers' lock word holding a take-back's claim
+ *                    (UP_LOCK_CLAIM) of R2, which is in no call, and then
+ *                    one of R1 itself: a claim's maker resolves it within
+ *                    its take, so one found outside a take is stale, and
+ *                    R1's read must take the word back or confirm it, not
+ *                    wait for a resolve that never comes; R2's read after.
  *   attach_unsealed  a memfd sent unsealed, then shrunk and sealed between
  *                    the receiver's checks: up_pipe_attach() must not map
  *                    past the file's end (core/shm.c). fcntl() is wrapped
@@ -290,6 +296,44 @@ static void word_names_self(void)
 	up_pipe_release(p);
 }
 
+static void claim_stored(void)
+{
+	for (int self = 0; self < 2; self++) {
+		struct up_pipe *p = new_pipe(), *q;
+		struct up_end *r1, *r2, *w;
+		struct call c;
+		uint32_t id;
+		pid_t pid;
+
+		CHECK_OK(up_open(p, UP_WR, &w));
+		CHECK_OK(up_open(p, UP_RD, &r1));
+		CHECK_OK(up_open(p, UP_RD, &r2));
+		CHECK_EQ(up_write(w, buf, 100), 100);
+		id = (self ? r1 : r2)->lock_id;
+		pid = harness_fork(30);
+		if (pid == 0) {
+			hostile_begin((struct up_end *[]){ r1, r2, w }, 3, p, &q);
+			/* What a take-back's claim stores (core/lock.c). */
+			atomic_store(&q->ln->rlock.word, id | UP_LOCK_CLAIM | UP_LOCK_WAITERS);
+			_exit(0);
+		}
+		reap(pid);
+		call_start(&c, r1, false, false);
+		CHECK_EQ(call_end(&c, self ? "R1's read, its own claim stored"
+					   : "R1's read, R2's claim stored"),
+			 100);
+		CHECK_EQ(up__lock_owner(atomic_load(&p->ln->rlock.word)), 0);
+		CHECK_EQ(up_write(w, buf, 50), 50);
+		call_start(&c, r2, false, false);
+		CHECK_EQ(call_end(&c, "R2's read after it"), 50);
+		CHECK(!up__is_broken(p));
+		up_close(w);
+		up_close(r2);
+		up_close(r1);
+		up_pipe_release(p);
+	}
+}
+
 static void peek_empty_slots(void)
 {
 	for (int blocking = 0; blocking < 2; blocking++) {
@@ -417,7 +461,7 @@ static const struct {
 	{ "bias_named_idle", bias_named_idle },	  { "word_named_owner", word_named_owner },
 	{ "peek_empty_slots", peek_empty_slots }, { "pool_own_tag", pool_own_tag },
 	{ "handoff_cleared", handoff_cleared },	  { "word_names_self", word_names_self },
-	{ "attach_unsealed", attach_unsealed },
+	{ "attach_unsealed", attach_unsealed },	  { "claim_stored", claim_stored },
 };
 
 int main(int argc, char **argv)

@@ -3,7 +3,8 @@
  * and up__lock_drop()): the writers' lock word, and the readers' lock.
  *
  * The word is 0 (free) or the holder's id, with the WAITERS bit once a
- * waiter set it before sleeping. lock_drop() exchanges the word to 0 and,
+ * waiter set it before sleeping (and the claim bit, below, while the id is
+ * a take-back's). lock_drop() exchanges the word to 0 and,
  * when the bit was set, wakes one sleeper. A waiter that finds the lock
  * free takes it with the bit it found; one that has slept takes it with
  * the bit set whatever it found (the drop that woke it cleared the bit,
@@ -14,7 +15,8 @@
  * left blocked in futex_wait at the end (pan's invalid end state check,
  * -DSAFETY): every sleeper is woken by someone. The library also cuts each
  * sleep into 50 ms slices, so a lost wake there is a stall, not a hang;
- * like wake.pml, the model leaves the slices out so that a lost wake shows.
+ * like wake.pml, the model leaves the slices out so that a lost wake shows
+ * (but see TIMEOUT).
  * Spinning and yielding are left out: they only add ways to retry.
  *
  * -DDEATH adds a holder that takes the free lock (a fresh take, so without
@@ -38,28 +40,59 @@
  * finds (it may miss a registration: the look is relaxed) it claims by
  * clearing it, then exchanges the word straight to that id with the bit,
  * and wakes every sleeper. A waiter that finds the word naming itself
- * while queued holds the lock; one that takes it another way clears its
- * own registration if still there. The model asserts that the word names
- * a taker only while it is queued. (The code also confirms, with a CAS, a
- * word naming a taker that is not queued: one handed to it after it gave
- * up waiting for a claimed word, which needs a slice that the model does
- * not have.)
+ * confirms it with a CAS and holds the lock; one that takes it another
+ * way clears its own registration if still there.
+ *
+ * Each end has a held flag, set for the whole of a take and until its
+ * drop's exchange (up__held_set()/up__held_clear()). A word naming an end
+ * whose flag is clear (a word handed to an end that has left) is taken
+ * back (lock.c take_back()): a CAS to the taker's id with the claim bit C,
+ * a second look at the flag, then a CAS from that claim that gives the
+ * word back if the flag was set meanwhile, or else drops the bit: held.
+ * A claim stood over by another's (which gives it back: the first
+ * claimer's flag is set) is waited for. A queued thread leaves handoff
+ * before it takes anything back.
  *
  * -DTIMEOUT: each thread may time out once, before a sleep: it takes its
- * id back out of handoff and gives the round up, unless a drop claimed it
- * first; then it waits for the word. (The code waits a slice at most,
- * claimed_wait() in lock.c, since a peer's store over handoff looks the
- * same; the model has no slices and no such peer, so its wait ends when
- * the word comes.)
- *
+ * id back out of handoff if still there and gives the round up, even when
+ * a drop has claimed it (it cannot tell a claim from a peer's store over
+ * handoff, and its deadline must hold). Giving up, it clears its flag and
+ * then lets go a word already handed to it, as a drop would; a word
+ * handed later is taken back by the others, or confirmed by it at its
+ * next take. Such a word can leave a sleeper asleep: one that went to
+ * sleep on the same value from an earlier hold (a futex value's ABA), or
+ * whose wake came before the hand-off. The library's sleeps are slices,
+ * and after one the sleeper takes the word back, so with TIMEOUT a sleep
+ * may also end while the word names a live end that neither takes nor
+ * holds it (-DNOSLICE leaves that out, for 2 threads, where it is not
+ * needed). -DLAST_ROUNDS: the last thread's rounds, if fewer.
+
  * -DMUTANT=1: a waiter that slept takes the lock without the bit (the code
  * before 3d558e2): the second of two sleepers is never woken.
  * -DMUTANT=2: lock_drop() does not wake (the bit ignored).
  * -DMUTANT=3 (with DEATH): the takeover without `keep`.
  * -DMUTANT=4 (with POLLER): lock_drop() wakes one even with a poller armed.
  * -DMUTANT=5: a drop that hands the word over wakes one sleeper, not all.
- * -DMUTANT=6: a waiter that takes the lock another way stays in handoff.
- * -DMUTANT=7 (with TIMEOUT): a timeout gives up even when claimed.
+ * -DMUTANT=6 (with TIMEOUT): no take-back; a word handed to a thread
+ *   that has left stays its own.
+ * -DMUTANT=7: the take-back without its second look at the flag.
+ * -DMUTANT=9 (with TIMEOUT): a thread that gives up only clears its flag:
+ *   a thread that saw the word handed to it while the flag was still set
+ *   sleeps with nobody to wake it.
+ * -DMUTANT=10: the take-back's restore wakes nobody: a thread that went
+ *   to sleep on the take-back's value sleeps on.
+ * -DMUTANT=11: the take-back's restore a plain CAS from its own value: a
+ *   waiter that set the bit on that value meanwhile makes it fail, and the
+ *   word names the take-back's thread beside the real holder.
+ * -DMUTANT=12: the claim without its bit (the code before it): T claims
+ *   against O's hold; X, which read T's id from an earlier hold of T's,
+ *   claims against T's claim and gives it back after T has stopped
+ *   waiting, and T, finding its own id, holds the lock beside O.
+ * -DMUTANT=13: a claimer whose claim another's stands over takes it for
+ *   gone, and finds it given back after it has left take_back().
+ * (MUTANT=8, a queued thread that takes back without leaving handoff, was
+ * a fault while the claim was a plain id: a drop that claimed the thread
+ * exchanged the word to that same value. With the bit the two differ.)
  */
 #ifndef N
 #define N 3
@@ -67,11 +100,15 @@
 #ifndef ROUNDS
 #define ROUNDS 2
 #endif
+#ifndef LAST_ROUNDS
+#define LAST_ROUNDS ROUNDS /* the last thread's rounds */
+#endif
 #ifndef MUTANT
 #define MUTANT 0
 #endif
 
 #define W 128 /* UP_LOCK_WAITERS */
+#define C 64  /* UP_LOCK_CLAIM */
 
 byte word;     /* the lock word: 0, or id (1..N), | W */
 bit inq[N + 1]; /* futex wait queue: thread i is blocked in futex_wait
@@ -80,6 +117,14 @@ byte npoll;    /* poll-mode ends armed on the word */
 byte incs;     /* threads in the critical section */
 byte handoff;  /* the queued sleeper's id, 0 = none */
 #define DEAD 9 /* the id of a holder that died inside */
+bit held[DEAD + 1]; /* by id: inside a take of the lock, or holding it */
+#ifdef TIMEOUT
+#define HELD(i, v) held[i] = v
+#else
+/* Without timeouts no word is ever handed to an end that has left, so
+ * nothing takes back and the flags would only multiply the states. */
+#define HELD(i, v) skip
+#endif
 
 /* futex_wake(word, 1): dequeue one blocked thread, any of them. */
 inline futex_wake_one()
@@ -109,7 +154,7 @@ inline futex_wake_all()
 /* lock_drop(): claim a queued sleeper, if seen; xchg(word, it or 0); a
  * word handed over wakes every sleeper; else, with the bit, every sleeper
  * while a poller is armed, else one. */
-inline lock_drop(cur, nx)
+inline lock_drop(cur, nx, hid)
 {
 	nx = 0;
 	atomic {
@@ -119,6 +164,7 @@ inline lock_drop(cur, nx)
 		fi
 	}
 	atomic { cur = word; word = nx }
+	HELD(hid, 0);
 	if
 #if MUTANT == 5
 	:: nx != 0 -> futex_wake_one()
@@ -144,13 +190,14 @@ inline lock_drop(cur, nx)
 
 proctype Thread(byte me)
 {
-	byte id = me + 1, cur, nx, keep, r = 0;
-	bit queued, handed, timedout;
+	byte id = me + 1, cur, nx, keep, o, r = 0;
+	bit queued, timedout, back, give;
 
 	do
-	:: r < ROUNDS ->
+	:: r < (me == N - 1 -> LAST_ROUNDS : ROUNDS) ->
 		/* lock_take() */
 		keep = 0;
+		HELD(id, 1);
 		atomic {
 			if
 			:: word == 0 -> word = id; goto locked
@@ -158,9 +205,21 @@ proctype Thread(byte me)
 			fi
 		}
 retry:
-		cur = word;
+		atomic { o = 0; give = 0; back = 0; nx = 0; cur = word }
 		if
-		:: (cur & ~W) == id -> assert(queued); goto locked /* handed to us */
+		:: (cur & ~(W | C)) == id ->
+			/* handed to us, in this take or after an earlier one
+			 * left: confirmed by a CAS. Never a claim of ours: we
+			 * leave take_back() only once ours is resolved or
+			 * gone. */
+			assert((cur & C) == 0);
+			atomic {
+				if
+				:: word == cur -> word = cur | keep; goto taken
+				:: else -> skip
+				fi
+			}
+			goto retry
 		:: else -> skip
 		fi;
 		if
@@ -177,7 +236,7 @@ retry:
 		fi;
 #ifdef DEATH
 		if
-		:: (cur & ~W) == DEAD ->
+		:: (cur & ~(W | C)) == DEAD ->
 			/* the holder is gone: CAS(word, cur -> id | (cur & W) | keep) */
 			atomic {
 				if
@@ -193,6 +252,86 @@ retry:
 		:: else -> skip
 		fi;
 #endif
+#if MUTANT != 6
+		/* A queued thread leaves handoff before it takes anything
+		 * back; claimed (the unqueue lost), it takes nothing back this
+		 * time round. */
+		back = 1;
+#if MUTANT != 8
+		if
+		:: queued ->
+			queued = 0;
+			atomic {
+				if
+				:: handoff == id -> handoff = 0
+				:: else -> back = 0
+				fi
+			}
+		:: else -> skip
+		fi;
+#endif
+#ifdef TIMEOUT
+		/* take_back(): a live owner whose flag is clear */
+		if
+		:: back && (cur & ~(W | C)) != DEAD && !held[cur & ~(W | C)] ->
+			o = cur & ~(W | C);
+#if MUTANT == 12
+			nx = id | (cur & W);
+#else
+			nx = id | C | (cur & W);
+#endif
+			atomic {
+				if
+				:: word == cur -> word = nx
+				:: else -> goto retry
+				fi
+			}
+resolve:
+#if MUTANT != 12 && MUTANT != 13
+			/* another's claim over ours: it gives ours back (our
+			 * flag is set), or the owner's drop ends both */
+			(!(word & C) || (word & ~(W | C)) == id);
+#endif
+#if MUTANT != 7
+			give = held[o];
+#else
+			give = 0;
+#endif
+			atomic {
+				if
+				:: (word & ~W) == (nx & ~W) ->
+					if
+					:: give ->
+						/* give it back as found, with the bit
+						 * if a waiter set it meanwhile */
+#if MUTANT == 11
+						if
+						:: word == nx -> word = cur
+						:: else -> nx = 0
+						fi
+#else
+						nx = word; word = cur | (word & W)
+#endif
+					:: else -> word = id | (word & W) | keep; goto taken
+					fi
+#if MUTANT != 12 && MUTANT != 13
+				:: (word & C) && (word & ~(W | C)) != id -> goto resolve
+#endif
+				:: else -> goto retry /* our claim is gone */
+				fi
+			}
+			/* the restore wakes whoever slept on our value */
+#if MUTANT != 10
+			if
+			:: nx & W -> futex_wake_all()
+			:: else -> skip
+			fi;
+#endif
+			goto retry
+		:: else -> skip
+		fi;
+#endif
+#endif
 		if
 		:: (cur & W) == 0 ->
 			/* CAS(word, cur -> cur | W) */
@@ -202,10 +341,6 @@ retry:
 				:: else -> goto retry
 				fi
 			}
-		:: else -> skip
-		fi;
-		if
-		:: handed -> goto retry /* the word is on its way: yield */
 		:: else -> skip
 		fi;
 		/* queue: CAS(handoff, 0 -> id) */
@@ -219,19 +354,15 @@ retry:
 		if
 		:: !timedout ->
 			timedout = 1;
-			/* unqueue: CAS(handoff, id -> 0); failed: claimed */
+			/* unqueue: CAS(handoff, id -> 0); failed: claimed, or
+			 * stored over; it leaves all the same */
 			atomic {
 				if
-				:: !queued -> goto gaveup
-				:: queued && handoff == id -> handoff = 0; queued = 0; goto gaveup
+				:: queued && handoff == id -> handoff = 0
 				:: else -> skip
 				fi
 			}
-#if MUTANT == 7
-			goto gaveup;
-#endif
-			handed = 1;
-			goto retry
+			goto gaveup
 		:: true -> skip
 		fi;
 #endif
@@ -243,10 +374,21 @@ retry:
 			:: else -> skip
 			fi
 		}
-#ifdef DEATH
+#if defined(DEATH) || defined(TIMEOUT)
+		/* The slice ends (the only timeouts modelled): while the
+		 * holder is dead, or while the word names a live end that is
+		 * neither taking nor holding it (a word handed to an end that
+		 * had timed out), which nobody drops and whoever looks takes
+		 * back. */
 		if
 		:: inq[me] == 0 -> skip
-		:: atomic { inq[me] == 1 && (word & ~W) == DEAD -> inq[me] = 0 } /* slice ends */
+#ifdef DEATH
+		:: atomic { inq[me] == 1 && (word & ~(W | C)) == DEAD -> inq[me] = 0 }
+#endif
+#if defined(TIMEOUT) && !defined(NOSLICE)
+		:: atomic { inq[me] == 1 && (word & ~(W | C)) != 0 && (word & ~(W | C)) != DEAD &&
+			    !held[word & ~(W | C)] -> inq[me] = 0 }
+#endif
 		fi;
 #else
 		(inq[me] == 0);
@@ -258,7 +400,7 @@ retry:
 #endif
 		goto retry;
 taken:
-#if MUTANT != 6
+		o = 0; give = 0; back = 0;
 		/* unqueue, if still there */
 		atomic {
 			if
@@ -266,19 +408,36 @@ taken:
 			:: else -> skip
 			fi
 		}
-#endif
 locked:
 		queued = 0;
-		handed = 0;
 		incs++;
 		assert(incs == 1);
 		incs--;
-		lock_drop(cur, nx);
+		lock_drop(cur, nx, id);
 		r++;
 		goto next;
 gaveup:
+		/* up__lock_give_up(): clear the flag, then let go a word
+		 * handed to us meanwhile */
 		queued = 0;
-		handed = 0;
+		HELD(id, 0);
+#if MUTANT != 9
+		cur = word;
+		if
+		:: (cur & ~(W | C)) == id ->
+			atomic {
+				if
+				:: word == cur -> word = 0; nx = 1
+				:: else -> nx = 0
+				fi
+			}
+			if
+			:: nx -> futex_wake_all()
+			:: else -> skip
+			fi
+		:: else -> skip
+		fi;
+#endif
 		r++;
 next:
 		skip
@@ -297,7 +456,7 @@ proctype Poller()
 	:: r < ROUNDS ->
 		atomic {
 			if
-			:: word == 0 -> word = PID; goto locked
+			:: word == 0 -> HELD(PID, 1); word = PID; goto locked
 			:: else -> skip
 			fi
 		}
@@ -339,7 +498,7 @@ locked:
 		incs++;
 		assert(incs == 1);
 		incs--;
-		lock_drop(cur, nx);
+		lock_drop(cur, nx, PID);
 		r++;
 next:
 		skip
@@ -351,10 +510,19 @@ gone:
 #endif
 
 #ifdef DEATH
-/* Takes the lock when it is free, as a fresh taker does, and dies in it. */
+/* Takes the lock when it is free, as a fresh taker does, and dies in it.
+ * With TIMEOUT the word may be left naming a thread that has left, after
+ * the others are done; the dier, which does not take back, then never
+ * comes in. */
 proctype Dier()
 {
-	atomic { word == 0 -> word = DEAD }
+	if
+	:: atomic { word == 0 -> word = DEAD }
+#ifdef TIMEOUT
+	:: atomic { (word & ~(W | C)) != 0 && (word & ~(W | C)) != DEAD &&
+		    !held[word & ~(W | C)] -> skip }
+#endif
+	fi
 }
 #endif
 

@@ -33,6 +33,112 @@ bool up__backoff(struct up_end *e, unsigned int i, bool nonblock)
 }
 
 /*
+ * Steps 2 and 3 of take_back(), our claim made. Returns as take_back().
+ */
+static int resolve(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, _Atomic uint32_t *held,
+		   uint32_t bit, uint32_t keep, bool nonblock, bool *ran_out)
+{
+	const uint32_t claim = e->lock_id | UP_LOCK_CLAIM;
+	uint64_t until = 0, now, sc;
+	uint32_t w, to, zown, zheld;
+	bool give, slept = false;
+	unsigned int i;
+
+	for (i = 0;; i++) {
+		/* Step 2. [held] sc: after the claim; pairs with [held] rel
+		 * in up__held_clear() and up__lock_take(). */
+		give = atomic_load_explicit(held, memory_order_seq_cst) & bit;
+		/* [held] sc: as the claim; pairs with [held] sc in take_back(),
+		 * another taker's restore of our claim. */
+		w = atomic_load_explicit(lk, memory_order_seq_cst);
+		/* Step 3, keeping the waiters bit that a waiter may have set on
+		 * our claim. A waiter may have gone to sleep on it: the change
+		 * must wake every such sleeper, as a hand-off does, since one
+		 * may be another claimer's resolve() rather than a taker.
+		 * [held] sc: pairs with [held] sc in take_back(), a later
+		 * taker's first look. Also [lock] acq: pairs with [lock] rel
+		 * in up__lock_drop(). */
+		while ((w & ~UP_LOCK_WAITERS) == claim) {
+			to = (give ? cur : e->lock_id | keep) | (w & UP_LOCK_WAITERS);
+			if (atomic_compare_exchange_weak_explicit(lk, &w, to, memory_order_seq_cst,
+								  memory_order_seq_cst)) {
+				if (w & UP_LOCK_WAITERS)
+					up__lock_wake(e, lk, true);
+				return give ? -1 : 1;
+			}
+		}
+		/* A drop (or a takeover) exchanged over our claim. */
+		if (!(w & UP_LOCK_CLAIM))
+			break;
+		/* Another's claim stands over ours (or over what replaced
+		 * ours). Its maker gives ours back, since our held bit is set,
+		 * or a drop ends both: we must not leave before, or our claim
+		 * would come back to a word we no longer resolve. A maker
+		 * inside its claim (UP_HELD_CLAIM) resolves a few instructions
+		 * on, however long it is preempted: wait for it, past our
+		 * deadline too, asleep once the backoff has run out. One that
+		 * is dead never will, and ours is lost with it (its claim is
+		 * taken over as a dead holder's). One that is not inside a
+		 * claim has resolved it, or did not make it (a peer's store:
+		 * waited for a slice at most, and not at all by a non-blocking
+		 * caller or once a wait of this call has run out). */
+		if (up__backoff(e, i, nonblock))
+			continue;
+		zown = up__lock_owner(w);
+		if ((zown & UP_END_ROLE_MASK) == 0 || (zown & UP_END_ROLE_MASK) > e->p->g.max_ends ||
+		    up__lock_owner_gone(e, zown))
+			goto leave;
+		/* [held] sc: the maker's clear comes after its resolve; pairs
+		 * with [held] rel in up__held_clear(), after the resolve in
+		 * take_back(). */
+		zheld = atomic_load_explicit(&e->p->ends[(zown & UP_END_ROLE_MASK) - 1].held,
+					     memory_order_seq_cst);
+		if (!(zheld & UP_HELD_CLAIM)) {
+			if (nonblock || *ran_out)
+				goto leave;
+			now = up__now_ns();
+			if (until == 0) {
+				until = now + UP_WAIT_SLICE_NS;
+			} else if (now >= until) {
+				*ran_out = true;
+				goto leave;
+			}
+			sched_yield();
+			up__count(&e->c.syscalls, 1);
+			continue;
+		}
+		until = 0;
+		/* Asleep on the word with its waiters bit, so that the
+		 * maker's restore (or its resolve to a hold) wakes us.
+		 * relaxed: as a waiter's bit in up__lock_take_slow(). */
+		if (!(w & UP_LOCK_WAITERS) &&
+		    !atomic_compare_exchange_weak_explicit(lk, &w, w | UP_LOCK_WAITERS,
+							   memory_order_relaxed, memory_order_relaxed))
+			continue;
+		sc = 0;
+		slept = true;
+		e->waker->ops->wait(e->waker, lk, w | UP_LOCK_WAITERS, UP_WAIT_SLICE_NS, NULL, 0,
+				    &sc);
+		up__count(&e->c.syscalls, sc);
+		continue;
+leave:
+		/* A maker that gave ours back just before its clear or its
+		 * death: ours is in the word again, and ours to resolve.
+		 * [held] sc: after the look at its held word; pairs with
+		 * [held] rel in up__held_clear(), after the resolve in
+		 * take_back(). */
+		if ((atomic_load_explicit(lk, memory_order_seq_cst) & ~UP_LOCK_WAITERS) == claim)
+			continue;
+		break;
+	}
+	/* A wake-one that came to our sleep was maybe a drop's for a taker:
+	 * passed on. */
+	if (slept)
+		up__lock_wake(e, lk, false);
+	return 0;
+}
+
+/*
  * The word @cur names a live endpoint @owner (not us): take the lock back if
  * @owner's held word does not claim it, i.e. the value was stored by
  * somebody else (a hand-off that came after its end had left, a peer's
@@ -65,15 +171,18 @@ bool up__backoff(struct up_end *e, unsigned int i, bool nonblock)
  * Another taker X can claim over it (X read our claim from an earlier take
  * of ours and looked at our held word between the two takes: an ABA). X
  * then sees our held bit, set for our whole take, and gives our claim
- * back; we wait for it, however long X is preempted, and resolve it
+ * back; we wait for it while X says it is inside a claim (UP_HELD_CLAIM),
+ * however long X is preempted and past our deadline, and resolve it
  * ourselves. A drop by the real holder exchanges over either claim, after
  * which both resolving CASes fail. So a restore writes back the value its
- * claim replaced while that value still stands, and no claim outlives its
- * maker's take. Without the bit a claim was a plain id, and X's restore of
+ * claim replaced while that value still stands, and an honest claim
+ * outlives its maker's take only if the maker dies. Without the bit a claim was a plain id, and X's restore of
  * it, after its maker had stopped waiting for it, read as a hold: two
  * holders. What escapes this: a plain store (a peer of ours scribbling,
  * which could as well store anything; we wait for a stored claim one slice
- * at most), and a claimer that dies between its claim and its resolve,
+ * at most, or, if the peer also stored UP_HELD_CLAIM in the named end's
+ * held word, until that end's next take, whose own held store ends it), and
+ * a claimer that dies between its claim and its resolve,
  * whose claim is taken over as a dead holder's though a holder may be
  * under it (it would take the value it replaced, kept where others can
  * read it, to tell).
@@ -83,83 +192,27 @@ static int take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint3
 {
 	_Atomic uint32_t *held = &e->p->ends[(owner & UP_END_ROLE_MASK) - 1].held;
 	const uint32_t bit = up__held_bit(e, lk), claim = e->lock_id | UP_LOCK_CLAIM;
-	uint32_t w = cur, to, zown;
-	uint64_t until = 0, now;
-	unsigned int i;
-	bool give;
+	uint32_t w = cur;
+	int r;
 
 	/* [held] sc: a first look; pairs with [held] rel in up__held_clear()
 	 * and up__lock_take(). */
 	if (atomic_load_explicit(held, memory_order_seq_cst) & bit)
 		return 0;
+	/* Until our claim is resolved or gone: a taker that finds another's
+	 * claim over its own waits for that claim's maker only while this
+	 * says it is inside one. */
+	up__held_set(e, UP_HELD_CLAIM);
 	/* Step 1. [held] sc: the claim acquires the owner's take CAS; pairs
 	 * with [held] rel in up__lock_take() and up__lock_take_slow(). Also
 	 * [lock] acq: pairs with [lock] rel in up__lock_drop(). */
-	if (!atomic_compare_exchange_strong_explicit(lk, &w, claim | (cur & UP_LOCK_WAITERS),
-						     memory_order_seq_cst, memory_order_relaxed))
-		return 0;
-	for (i = 0;; i++) {
-		/* Step 2. [held] sc: after the claim; pairs with [held] rel
-		 * in up__held_clear() and up__lock_take(). */
-		give = atomic_load_explicit(held, memory_order_seq_cst) & bit;
-		/* [held] sc: as the claim; pairs with [held] sc in take_back(),
-		 * another taker's restore of our claim. */
-		w = atomic_load_explicit(lk, memory_order_seq_cst);
-		/* Step 3, keeping the waiters bit that a waiter may have set on
-		 * our claim. A waiter may have gone to sleep on it: a restore
-		 * must wake it, as a drop would; our own drop wakes it when we
-		 * hold. [held] sc: pairs with [held] sc in take_back(), a later
-		 * taker's first look. Also [lock] acq: pairs with [lock] rel
-		 * in up__lock_drop(). */
-		while ((w & ~UP_LOCK_WAITERS) == claim) {
-			to = (give ? cur : e->lock_id | keep) | (w & UP_LOCK_WAITERS);
-			if (atomic_compare_exchange_weak_explicit(lk, &w, to, memory_order_seq_cst,
-								  memory_order_seq_cst)) {
-				if (!give)
-					return 1;
-				if (w & UP_LOCK_WAITERS)
-					up__lock_wake(e, lk, true);
-				return -1;
-			}
-		}
-		/* A drop (or a takeover) exchanged over our claim. */
-		if (!(w & UP_LOCK_CLAIM))
-			return 0;
-		/* Another's claim stands over ours (or over what replaced
-		 * ours). Its maker gives ours back, since our held bit is set,
-		 * or a drop ends both: we must not leave before, or our claim
-		 * would come back to a word we no longer resolve. An honest
-		 * maker has its held bit set and resolves a few instructions
-		 * on, however long it is preempted: wait for it. One that is
-		 * dead never will, and ours is lost with it (its claim is
-		 * taken over as a dead holder's). One whose bit is clear is a
-		 * peer's store: a slice at most, and none for a non-blocking
-		 * caller or once a wait of this call has run out. */
-		if (up__backoff(e, i, nonblock))
-			continue;
-		zown = up__lock_owner(w);
-		if ((zown & UP_END_ROLE_MASK) == 0 || (zown & UP_END_ROLE_MASK) > e->p->g.max_ends ||
-		    up__lock_owner_gone(e, zown))
-			return 0;
-		/* [held] sc: as the first look; pairs with [held] rel in
-		 * up__held_clear() and up__lock_take(). */
-		if (atomic_load_explicit(&e->p->ends[(zown & UP_END_ROLE_MASK) - 1].held,
-					 memory_order_seq_cst) & bit) {
-			until = 0;
-		} else {
-			if (nonblock || *ran_out)
-				return 0;
-			now = up__now_ns();
-			if (until == 0) {
-				until = now + UP_WAIT_SLICE_NS;
-			} else if (now >= until) {
-				*ran_out = true;
-				return 0;
-			}
-		}
-		sched_yield();
-		up__count(&e->c.syscalls, 1);
-	}
+	if (atomic_compare_exchange_strong_explicit(lk, &w, claim | (cur & UP_LOCK_WAITERS),
+						    memory_order_seq_cst, memory_order_relaxed))
+		r = resolve(e, lk, cur, held, bit, keep, nonblock, ran_out);
+	else
+		r = 0;
+	up__held_clear(e, UP_HELD_CLAIM);
+	return r;
 }
 
 /*
@@ -264,7 +317,8 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 	 * (or a peer stored over it). */
 	/* ran_out: a wait of this call for a word that may be a peer's
 	 * store ran out (claimed_wait(), or take_back() behind a claim
-	 * naming an end not in its take): later such waits are skipped. */
+	 * whose maker is not inside a claim): later such waits are
+	 * skipped. */
 	bool queued = false, ran_out = false;
 	unsigned int i;
 	int r, took;
@@ -283,9 +337,9 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 			 * came. Ours only once a CAS confirms it: a taker that
 			 * saw our held word clear may be taking it back. A
 			 * claim of ours here is none we made (take_back()
-			 * stays until its own is resolved or exchanged over)
-			 * but a peer's store: taken as handed, without the
-			 * bit.
+			 * stays until its own is resolved or exchanged over,
+			 * or lost under a dead or stored claim) but a peer's
+			 * store: taken as handed, without the bit.
 			 * [held] sc: as a take's CAS, after our held bit;
 			 * pairs with [held] sc in take_back(). Also [lock]
 			 * acq: pairs with [lock] rel in up__lock_drop(). */

@@ -23,12 +23,17 @@
  * a live endpoint whose held does not claim that lock takes the lock back
  * (lock.c, take_back(), which has the argument that it never takes one from
  * a holder that got it by its CAS). UP_HELD_BIAS: its side's lock is
- * biased to this end (bias.c). One plain store to the end's own entry per
- * take and per drop; the entry's line is written by nobody else.
+ * biased to this end (bias.c). UP_HELD_CLAIM: between a take-back's claim
+ * and its resolve, set and cleared as the lock bits are, around the claim
+ * CAS and after the resolve CAS. One plain store to the end's own entry
+ * per take and per drop (two more per take-back); the entry's line is
+ * written by nobody else.
  */
 #define UP_HELD_RLOCK 1u
 #define UP_HELD_WLOCK 2u
 #define UP_HELD_BIAS  4u
+/* Between a take-back's claim and its resolve (lock.c, take_back()). */
+#define UP_HELD_CLAIM 8u
 
 /* The held bit of lock word @lk. */
 static inline uint32_t up__held_bit(struct up_end *e, _Atomic uint32_t *lk)

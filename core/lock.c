@@ -40,7 +40,7 @@ static int resolve(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, _Atomic
 {
 	const uint32_t claim = e->lock_id | UP_LOCK_CLAIM;
 	uint64_t until = 0, now, sc;
-	uint32_t w, to, zown, zheld;
+	uint32_t w, w2, to, zown, zheld;
 	bool give, slept = false;
 	unsigned int i;
 
@@ -123,12 +123,21 @@ static int resolve(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, _Atomic
 		continue;
 leave:
 		/* A maker that gave ours back just before its clear or its
-		 * death: ours is in the word again, and ours to resolve.
+		 * death: ours is in the word again, and ours to resolve, or a
+		 * later claim already stands over it, whose maker must be
+		 * judged in turn (each such round needs the word to have
+		 * changed; yielded, since a peer's stores can change it).
 		 * [held] sc: after the look at its held word; pairs with
 		 * [held] rel in up__held_clear(), after the resolve in
 		 * take_back(). */
-		if ((atomic_load_explicit(lk, memory_order_seq_cst) & ~UP_LOCK_WAITERS) == claim)
+		w2 = atomic_load_explicit(lk, memory_order_seq_cst);
+		if ((w2 & ~UP_LOCK_WAITERS) == claim)
 			continue;
+		if ((w2 & UP_LOCK_CLAIM) && (w2 & ~UP_LOCK_WAITERS) != (w & ~UP_LOCK_WAITERS)) {
+			sched_yield();
+			up__count(&e->c.syscalls, 1);
+			continue;
+		}
 		break;
 	}
 	/* A wake-one that came to our sleep was maybe a drop's for a taker:

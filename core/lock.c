@@ -33,6 +33,43 @@ bool up__backoff(struct up_end *e, unsigned int i, bool nonblock)
 }
 
 /*
+ * Where the end at @idx keeps the value its take-back claim of @lk replaced
+ * (dead_claim()): one word per end and lock, so that a later end in a dead
+ * claimer's entry, which can only take back the other lock while the dead
+ * claim stands in this one, never writes over it.
+ */
+static _Atomic uint32_t *under(struct up_end *e, _Atomic uint32_t *lk, uint32_t idx)
+{
+	return &e->p->under[(up__held_bit(e, lk) == UP_HELD_WLOCK) * e->p->g.max_ends + idx];
+}
+
+/*
+ * Below @w, a claim whose maker is dead: the value its claim replaced, and
+ * below that again while it is itself a claim of a dead maker, at most
+ * max_ends times (a peer's stores may make a loop). Returns the first value
+ * that is not: a plain id, our own claim, a live end's claim, or one that
+ * names no endpoint.
+ */
+static uint32_t dead_chain(struct up_end *e, _Atomic uint32_t *lk, uint32_t w)
+{
+	uint32_t v = w, o, k;
+
+	for (k = 0; k < e->p->g.max_ends; k++) {
+		/* relaxed: stored before that claim's CAS, which the caller's
+		 * seq_cst load of the word acquired, directly or through the
+		 * claims over it ([held] sc). */
+		v = atomic_load_explicit(under(e, lk, (up__lock_owner(v) & UP_END_ROLE_MASK) - 1),
+					 memory_order_relaxed);
+		o = up__lock_owner(v);
+		if (!(v & UP_LOCK_CLAIM) || (o & UP_END_ROLE_MASK) == 0 ||
+		    (o & UP_END_ROLE_MASK) > e->p->g.max_ends || o == e->lock_id ||
+		    !up__lock_owner_gone(e, o))
+			break;
+	}
+	return v;
+}
+
+/*
  * Steps 2 and 3 of take_back(), our claim made. Returns as take_back().
  */
 static int resolve(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, _Atomic uint32_t *held,
@@ -40,7 +77,7 @@ static int resolve(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, _Atomic
 {
 	const uint32_t claim = e->lock_id | UP_LOCK_CLAIM;
 	uint64_t until = 0, now, sc;
-	uint32_t w, w2, to, zown, zheld;
+	uint32_t w, w2, to, zown, zheld, v;
 	bool give, slept = false;
 	unsigned int i;
 
@@ -48,6 +85,14 @@ static int resolve(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, _Atomic
 		/* Step 2. [held] sc: after the claim; pairs with [held] rel
 		 * in up__held_clear() and up__lock_take(). */
 		give = atomic_load_explicit(held, memory_order_seq_cst) & bit;
+		/* A claim we claimed over, whose maker has died since: its
+		 * entry may be another end's now, whose held word says nothing
+		 * of that claim. Given back, for dead_claim() to resolve. The
+		 * look comes after the held word's: a maker alive here was
+		 * alive there (a new end's held is stored after its entry's
+		 * state, up__end_claim()). */
+		if (!give && (cur & UP_LOCK_CLAIM) && up__lock_owner_gone(e, up__lock_owner(cur)))
+			give = true;
 		/* [held] sc: as the claim; pairs with [held] sc in take_back(),
 		 * another taker's restore of our claim. */
 		w = atomic_load_explicit(lk, memory_order_seq_cst);
@@ -77,17 +122,43 @@ static int resolve(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, _Atomic
 		 * inside its claim (UP_HELD_CLAIM) resolves a few instructions
 		 * on, however long it is preempted: wait for it, past our
 		 * deadline too, asleep once the backoff has run out. One that
-		 * is dead never will, and ours is lost with it (its claim is
-		 * taken over as a dead holder's). One that is not inside a
+		 * is dead never will: if its claim replaced ours, we put ours
+		 * back ourselves. One that is not inside a
 		 * claim has resolved it, or did not make it (a peer's store:
 		 * waited for a slice at most, and not at all by a non-blocking
 		 * caller or once a wait of this call has run out). */
 		if (up__backoff(e, i, nonblock))
 			continue;
 		zown = up__lock_owner(w);
-		if ((zown & UP_END_ROLE_MASK) == 0 || (zown & UP_END_ROLE_MASK) > e->p->g.max_ends ||
-		    up__lock_owner_gone(e, zown))
+		if ((zown & UP_END_ROLE_MASK) == 0 || (zown & UP_END_ROLE_MASK) > e->p->g.max_ends)
 			goto leave;
+		if (up__lock_owner_gone(e, zown)) {
+			/* It died inside its take-back. Below its claim, past
+			 * claims of makers that died too (dead_chain()): ours,
+			 * which we put back and resolve; or a live end's
+			 * claim, which may stand over ours and whose maker will
+			 * put its own back, so that we wait for it as for a
+			 * live maker over us; or anything else, and ours is
+			 * not there. */
+			v = dead_chain(e, lk, w);
+			if ((v & ~UP_LOCK_WAITERS) == claim) {
+				/* [held] sc: as our claim; pairs with [held]
+				 * sc in take_back(), a later taker's first
+				 * look. */
+				if (atomic_compare_exchange_strong_explicit(
+					    lk, &w, claim | (w & UP_LOCK_WAITERS),
+					    memory_order_seq_cst, memory_order_seq_cst) &&
+				    (w & UP_LOCK_WAITERS))
+					up__lock_wake(e, lk, true);
+				i = 0;
+				continue;
+			}
+			zown = up__lock_owner(v);
+			if (!(v & UP_LOCK_CLAIM) || (zown & UP_END_ROLE_MASK) == 0 ||
+			    (zown & UP_END_ROLE_MASK) > e->p->g.max_ends ||
+			    up__lock_owner_gone(e, zown))
+				goto leave;
+		}
 		/* [held] sc: the maker's clear comes after its resolve; pairs
 		 * with [held] rel in up__held_clear(), after the resolve in
 		 * take_back(). */
@@ -187,14 +258,20 @@ leave:
  * claim replaced while that value still stands, and an honest claim
  * outlives its maker's take only if the maker dies. Without the bit a claim was a plain id, and X's restore of
  * it, after its maker had stopped waiting for it, read as a hold: two
- * holders. What escapes this: a plain store (a peer of ours scribbling,
- * which could as well store anything; we wait for a stored claim one slice
- * at most, or, if the peer also stored UP_HELD_CLAIM in the named end's
- * held word, until that end's next take, whose own held store ends it), and
- * a claimer that dies between its claim and its resolve,
- * whose claim is taken over as a dead holder's though a holder may be
- * under it (it would take the value it replaced, kept where others can
- * read it, to tell).
+ * holders.
+ *
+ * A claimer that dies between its claim and its resolve leaves its claim in
+ * the word, and with it, in under(), the value the claim replaced, stored
+ * before the claim: whoever finds the dead claim resolves it as its maker
+ * would have (dead_claim(), through claims of makers that died too:
+ * dead_chain()); a claimer under it puts its own back (resolve()); and one
+ * that claimed over a claim whose maker has died since gives that claim
+ * back rather than trust the held word of its maker's entry, which may be
+ * another end's now. What escapes this: a plain store (a peer of ours
+ * scribbling, which could as well store anything; we wait for a stored
+ * claim one slice at most, or, if the peer also stored UP_HELD_CLAIM in the
+ * named end's held word, until that end's next take, whose own held store
+ * ends it).
  */
 static int take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint32_t owner,
 		     uint32_t keep, bool nonblock, bool *ran_out)
@@ -212,6 +289,9 @@ static int take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint3
 	 * claim over its own waits for that claim's maker only while this
 	 * says it is inside one. */
 	up__held_set(e, UP_HELD_CLAIM);
+	/* What our claim replaces, for whoever finds it after we died inside
+	 * (dead_claim()). relaxed: the claim's CAS below publishes it. */
+	atomic_store_explicit(under(e, lk, e->idx), cur, memory_order_relaxed);
 	/* Step 1. [held] sc: the claim acquires the owner's take CAS; pairs
 	 * with [held] rel in up__lock_take() and up__lock_take_slow(). Also
 	 * [lock] acq: pairs with [lock] rel in up__lock_drop(). */
@@ -222,6 +302,66 @@ static int take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint3
 		r = 0;
 	up__held_clear(e, UP_HELD_CLAIM);
 	return r;
+}
+
+/* dead_claim()'s verdicts besides a take (1) and a look again (0). */
+#define UP_DEAD_CLAIM_WAIT 2
+
+/*
+ * The word @cur is a claim whose maker died inside take_back(), between its
+ * claim and its resolve. Taking it over as a dead holder's would make two
+ * holders whenever the claim stood over a real one, so we do what the maker
+ * would have done, from the value its claim replaced (under[maker], stored
+ * before the claim, so seen by whoever saw the claim), or below it, past
+ * claims of makers that died too (dead_chain()):
+ *
+ *   - a plain id of a live end whose held word claims the lock: restored
+ *     (that end holds, or is taking it and confirms it as a word handed to
+ *     it); our load of the word acquired the maker's claim, which acquired
+ *     that end's take CAS, so its held bit is seen if it held then, and it
+ *     cannot have let go since (its drop would have exchanged over the
+ *     claim, which our CAS then finds gone);
+ *   - a claim of a live end inside its own take-back (UP_HELD_CLAIM): ours
+ *     to wait for, since that end puts its own back and resolves it
+ *     (resolve());
+ *   - anything else (a dead end, one that does not claim the lock, us, a
+ *     value that names no endpoint): taken over, as from a dead holder.
+ *
+ * Returns 1 with the lock held by us, 0 to look again, UP_DEAD_CLAIM_WAIT
+ * to sleep on the word (or give up, non-blocking).
+ */
+static int dead_claim(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint32_t keep)
+{
+	struct up_pipe *p = e->p;
+	uint32_t v, o, oi, h, w = cur;
+
+	v = dead_chain(e, lk, cur);
+	o = up__lock_owner(v);
+	oi = o & UP_END_ROLE_MASK;
+	if (oi != 0 && oi <= p->g.max_ends && o != e->lock_id && !up__lock_owner_gone(e, o)) {
+		/* [held] sc: after the look at the word; pairs with [held] rel
+		 * in up__lock_take() and up__held_clear(). */
+		h = atomic_load_explicit(&p->ends[oi - 1].held, memory_order_seq_cst);
+		if (v & UP_LOCK_CLAIM) {
+			if (h & UP_HELD_CLAIM)
+				return UP_DEAD_CLAIM_WAIT;
+		} else if (h & up__held_bit(e, lk)) {
+			/* [held] sc: as a claim's resolve; pairs with [held]
+			 * sc in take_back(), a later taker's first look. */
+			if (atomic_compare_exchange_strong_explicit(
+				    lk, &w, o | (cur & UP_LOCK_WAITERS), memory_order_seq_cst,
+				    memory_order_relaxed) &&
+			    (cur & UP_LOCK_WAITERS))
+				up__lock_wake(e, lk, true);
+			return 0;
+		}
+	}
+	/* [lock] acq: pairs with [lock] rel in up__lock_drop(). Also [held]
+	 * rel: our held bit before the word names us; pairs with [held] sc
+	 * in take_back(). */
+	return atomic_compare_exchange_strong_explicit(lk, &w,
+						       e->lock_id | (cur & UP_LOCK_WAITERS) | keep,
+						       memory_order_acq_rel, memory_order_relaxed);
 }
 
 /*
@@ -347,7 +487,7 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 			 * saw our held word clear may be taking it back. A
 			 * claim of ours here is none we made (take_back()
 			 * stays until its own is resolved or exchanged over,
-			 * or lost under a dead or stored claim) but a peer's
+			 * or lost under a peer's stored claim) but a peer's
 			 * store: taken as handed, without the bit.
 			 * [held] sc: as a take's CAS, after our held bit;
 			 * pairs with [held] sc in take_back(). Also [lock]
@@ -380,6 +520,14 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 		/* Before giving up or sleeping: a holder that died would
 		 * otherwise keep a non-blocking end at -EAGAIN for ever. */
 		if (up__lock_owner_gone(e, owner)) {
+			if (cur & UP_LOCK_CLAIM) {
+				took = dead_claim(e, lk, cur, keep);
+				if (took == 1)
+					goto taken;
+				if (took == UP_DEAD_CLAIM_WAIT)
+					goto sleep;
+				continue;
+			}
 			/* Take it over from the dead; what it published is
 			 * whole (single stores), the rest was never visible.
 			 * [lock] acq: pairs with [lock] rel in up__lock_drop().

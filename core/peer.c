@@ -98,7 +98,12 @@ int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t which, u
 			/* relaxed: published by the [end-pid] release below. */
 			atomic_store_explicit(&se->busy, UP_BUSY_OUT, memory_order_relaxed);
 			atomic_store_explicit(&se->armed, UP_ARMED_LINE_NONE, memory_order_relaxed);
-			atomic_store_explicit(&se->held, 0, memory_order_relaxed);
+			/* [held] rel: after the new state, so that a taker
+			 * that reads this held word and then finds the end it
+			 * looked for alive read that end's own; pairs with
+			 * [held] sc in take_back(). */
+			atomic_store_explicit(&se->held, 0, memory_order_release);
+			/* relaxed: as busy and armed. */
 			atomic_store_explicit(&se->counted, 0, memory_order_relaxed);
 			atomic_store_explicit(&se->pidns, pidns, memory_order_relaxed);
 			/* [ends-gen] rel: the entry's words before its pid; the

@@ -68,6 +68,7 @@ static void set_pointers(struct up_pipe *p)
 	p->hdr = (struct up_shm_hdr *)p->base;
 	p->ln = (struct up_shm_lines *)(p->base + UP_SHM_LINES_OFF);
 	p->ends = (struct up_shm_end *)(p->base + p->g.off.ends);
+	p->under = (_Atomic uint32_t *)(p->base + p->g.off.under);
 	p->slots = (struct up_shm_slot *)(p->base + p->g.off.slots);
 	p->pool = (_Atomic uint32_t *)(p->base + p->g.off.pool);
 	p->owner = (_Atomic uint32_t *)(p->base + p->g.off.owner);

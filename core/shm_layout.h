@@ -19,6 +19,12 @@
  *   + 1 line                 struct up_shm_wait     readers' sleep line (futex)
  *   + 1 line                 struct up_shm_wait     writers' sleep line (futex)
  *   ends[UP_SHM_MAX_ENDS]    struct up_shm_end      who holds an endpoint
+ *   under[2][UP_SHM_MAX_ENDS] uint32 lock words     what each end's last
+ *                                                   take-back claim (or its
+ *                                                   attempt) of the
+ *                                                   readers' (0) and the
+ *                                                   writers' (1) lock
+ *                                                   replaced (lock.c)
  *   slots[slot_count]        struct up_shm_slot     the ring (cf. pipe_buffer)
  *   pool[slot_count]         uint32 page indices    free pages, a ring
  *   owner[page_count]        uint32 tags            who holds a page taken from
@@ -78,8 +84,12 @@
  * of this version would leave them counted when they die).
  * 13: UP_LOCK_CLAIM in a lock word, a generation bit before (a peer of
  * version 12 would read a take-back's claim as a hold by an end of another
- * generation, and take it over as a dead holder's). */
-#define UP_SHM_VERSION    13u
+ * generation, and take it over as a dead holder's).
+ * 14: under[], after the endpoint table: the value each end's last
+ * take-back claim of each lock replaced (a peer of version 13 would not store it, and a
+ * taker of this version would restore whatever was left there when that
+ * peer died inside its claim). */
+#define UP_SHM_VERSION    14u
 #define UP_CACHELINE      64u
 #define UP_SHM_MAX_ENDS   64u
 #define UP_SHM_PAGE_ALIGN 4096u
@@ -323,7 +333,7 @@ static_assert((UP_SHM_LINES_OFF + sizeof(struct up_shm_lines)) % UP_CACHELINE ==
 /* The layout as a pure function of the geometry. Returns 0, or -1 when the
  * geometry itself is out of range (callers map that to -EINVAL/-EPROTO). */
 struct up_shm_offsets {
-	uint64_t ends, slots, pool, owner, pages, size;
+	uint64_t ends, under, slots, pool, owner, pages, size;
 };
 
 static inline int up__shm_offsets(uint32_t page_size, uint32_t page_count,
@@ -346,6 +356,8 @@ static inline int up__shm_offsets(uint32_t page_size, uint32_t page_count,
 	x = UP_SHM_LINES_OFF + sizeof(struct up_shm_lines);
 	o->ends = x;
 	x += (uint64_t)max_ends * sizeof(struct up_shm_end);
+	o->under = x;
+	x += (uint64_t)2 * max_ends * sizeof(uint32_t);
 	x = (x + UP_CACHELINE - 1) & ~(uint64_t)(UP_CACHELINE - 1);
 	o->slots = x;
 	x += (uint64_t)slot_count * sizeof(struct up_shm_slot);

@@ -105,6 +105,7 @@ struct up_pipe {
 	struct up_shm_hdr *hdr;
 	struct up_shm_lines *ln;
 	struct up_shm_end *ends;
+	_Atomic uint32_t *under;
 	struct up_shm_slot *slots;
 	_Atomic uint32_t *pool;
 	_Atomic uint32_t *owner;

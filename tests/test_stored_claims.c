@@ -43,6 +43,20 @@
  *                    its take, so one found outside a take is stale, and
  *                    R1's read must take the word back or confirm it, not
  *                    wait for a resolve that never comes; R2's read after.
+ *   dead_claimer     a reader R3 of another process dies (SIGKILL) inside a
+ *                    take-back of the readers' lock: its claim in the
+ *                    word, its held word saying so, and in under[] the
+ *                    value the claim replaced, R1's id. With R1 holding
+ *                    the lock (a peek), R2's read must not take the word
+ *                    over as a dead holder's: it gives R1 its word back
+ *                    and waits (-ETIMEDOUT), and after R1's consume reads
+ *                    the rest. The same with two dead claims, one over the
+ *                    other's. With R1 in no call, R2's read must take the
+ *                    word and read. With the dead claim over a claim of R1
+ *                    and R1 marked inside a take-back, R2 must leave the
+ *                    word to R1 until R1's next call, whose read must then
+ *                    return, and R2's after it (core/lock.c, dead_claim(),
+ *                    dead_chain()).
  *   attach_unsealed  a memfd sent unsealed, then shrunk and sealed between
  *                    the receiver's checks: up_pipe_attach() must not map
  *                    past the file's end (core/shm.c). fcntl() is wrapped
@@ -334,6 +348,101 @@ static void claim_stored(void)
 	}
 }
 
+enum dead_case { DC_HOLD, DC_CHAIN, DC_IDLE, DC_COVERED };
+
+static void dead_claimer_case(enum dead_case dc)
+{
+	static const char *const names[] = { "over R1's hold", "over a dead claim over R1's hold",
+					     "over R1 idle", "over R1's claim" };
+	struct up_pipe *p = new_pipe(), *q;
+	struct up_end *r1, *r2, *r3, *r4, *w;
+	struct iovec iov[4];
+	struct call c;
+	uint32_t id1, idx1;
+	int cnt = 4, st;
+	char what[96];
+	pid_t pid;
+
+	printf("#  a dead claim %s\n", names[dc]);
+	CHECK_OK(up_open(p, UP_WR, &w));
+	CHECK_OK(up_open(p, UP_RD, &r1));
+	CHECK_OK(up_open(p, UP_RD, &r2)); /* two readers: no bias is set */
+	CHECK_OK(up_set_timeout(r2, 200));
+	CHECK_EQ(up_write(w, buf, 100), 100);
+	if (dc == DC_HOLD || dc == DC_CHAIN)
+		CHECK_EQ(up_peek(r1, iov, &cnt), 100); /* R1 holds the word */
+	/* The parent's: a forked child's copies of the ends are its own. */
+	id1 = r1->lock_id, idx1 = r1->idx;
+	pid = harness_fork(30);
+	if (pid == 0) {
+		uint32_t below = id1;
+
+		hostile_begin((struct up_end *[]){ r1, r2, w }, 3, p, &q);
+		CHECK_OK(up_open(q, UP_RD, &r3));
+		if (dc == DC_CHAIN) {
+			/* R4 claimed over R1's word and R3 over R4's claim
+			 * (an ABA of R3's); both die. */
+			CHECK_OK(up_open(q, UP_RD, &r4));
+			atomic_store(&q->ends[r4->idx].held, UP_HELD_RLOCK | UP_HELD_CLAIM);
+			atomic_store(&q->under[r4->idx], id1);
+			below = r4->lock_id | UP_LOCK_CLAIM;
+		} else if (dc == DC_COVERED) {
+			/* R1 inside a take-back, its claim under R3's. */
+			atomic_store(&q->ends[idx1].held, UP_HELD_RLOCK | UP_HELD_CLAIM);
+			below = id1 | UP_LOCK_CLAIM;
+		}
+		/* What take_back() has stored when it claims (core/lock.c):
+		 * its held bits, what its claim replaces, the claim. */
+		atomic_store(&q->ends[r3->idx].held, UP_HELD_RLOCK | UP_HELD_CLAIM);
+		atomic_store(&q->under[r3->idx], below);
+		atomic_store(&q->ln->rlock.word, r3->lock_id | UP_LOCK_CLAIM);
+		raise(SIGKILL);
+		_exit(1);
+	}
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	snprintf(what, sizeof(what), "R2's read, a dead claim %s", names[dc]);
+	call_start(&c, r2, false, false);
+	switch (dc) {
+	case DC_HOLD:
+	case DC_CHAIN:
+		/* R1's word given back, and R2 waits for R1's drop. */
+		CHECK_EQ(call_end(&c, what), -ETIMEDOUT);
+		CHECK_EQ(atomic_load(&p->ln->rlock.word) & ~UP_LOCK_WAITERS, id1);
+		CHECK_OK(up_consume(r1, 40));
+		call_start(&c, r2, false, false);
+		CHECK_EQ(call_end(&c, "R2's read after R1's consume"), 60);
+		break;
+	case DC_IDLE:
+		CHECK_EQ(call_end(&c, what), 100);
+		break;
+	case DC_COVERED:
+		/* R2 leaves the word to R1, which says it is inside its
+		 * claim, until R1's next call. */
+		CHECK_EQ(call_end(&c, what), -ETIMEDOUT);
+		call_start(&c, r1, false, false);
+		CHECK_EQ(call_end(&c, "R1's read after it"), 100);
+		CHECK_EQ(up_write(w, buf, 50), 50);
+		call_start(&c, r2, false, false);
+		CHECK_EQ(call_end(&c, "R2's read after R1's"), 50);
+		break;
+	}
+	CHECK_EQ(up__lock_owner(atomic_load(&p->ln->rlock.word)), 0);
+	CHECK(!up__is_broken(p));
+	up_close(w);
+	up_close(r2);
+	up_close(r1);
+	up_pipe_release(p);
+}
+
+static void dead_claimer(void)
+{
+	dead_claimer_case(DC_HOLD);
+	dead_claimer_case(DC_CHAIN);
+	dead_claimer_case(DC_IDLE);
+	dead_claimer_case(DC_COVERED);
+}
+
 static void peek_empty_slots(void)
 {
 	for (int blocking = 0; blocking < 2; blocking++) {
@@ -462,6 +571,7 @@ static const struct {
 	{ "peek_empty_slots", peek_empty_slots }, { "pool_own_tag", pool_own_tag },
 	{ "handoff_cleared", handoff_cleared },	  { "word_names_self", word_names_self },
 	{ "attach_unsealed", attach_unsealed },	  { "claim_stored", claim_stored },
+	{ "dead_claimer", dead_claimer },
 };
 
 int main(int argc, char **argv)

@@ -65,7 +65,8 @@
  * and after one the sleeper takes the word back, so with TIMEOUT a sleep
  * may also end while the word names a live end that neither takes nor
  * holds it (-DNOSLICE leaves that out, for 2 threads, where it is not
- * needed). -DLAST_ROUNDS: the last thread's rounds, if fewer.
+ * needed). -DLAST_ROUNDS: the last thread's rounds, if fewer;
+ * -DFIRST_ROUNDS: the first thread's, if other.
 
  * -DMUTANT=1: a waiter that slept takes the lock without the bit (the code
  * before 3d558e2): the second of two sleepers is never woken.
@@ -90,6 +91,19 @@
  *   waiting, and T, finding its own id, holds the lock beside O.
  * -DMUTANT=13: a claimer whose claim another's stands over takes it for
  *   gone, and finds it given back after it has left take_back().
+ * -DCLAIMDEATH (with TIMEOUT): one take-back's claimer may die after its
+ *   claim, before its resolve (kill -9 at any point between the two CASes,
+ *   or while it waits for another's claim over its own). Its claim stays,
+ *   and with it, in `under`, the value the claim replaced (stored before
+ *   the claim: the claims array of the segment). A taker that finds the
+ *   word naming a dead claimer does what the claimer would have done: the
+ *   replaced value names a live end whose flag is set, so it is restored;
+ *   else the taker holds. A replaced value that is itself a claim of a live
+ *   end inside its take-back is that end's to restore (it waits for it);
+ *   and a claimer that finds a dead claimer's claim over its own restores
+ *   its own and resolves it.
+ * -DMUTANT=14 (with CLAIMDEATH): a dead claimer's claim taken over as a
+ *   dead holder's (the code before): two holders.
  * (MUTANT=8, a queued thread that takes back without leaving handoff, was
  * a fault while the claim was a plain id: a drop that claimed the thread
  * exchanged the word to that same value. With the bit the two differ.)
@@ -102,6 +116,9 @@
 #endif
 #ifndef LAST_ROUNDS
 #define LAST_ROUNDS ROUNDS /* the last thread's rounds */
+#endif
+#ifndef FIRST_ROUNDS
+#define FIRST_ROUNDS ROUNDS /* the first thread's rounds, if other */
 #endif
 #ifndef MUTANT
 #define MUTANT 0
@@ -118,6 +135,16 @@ byte incs;     /* threads in the critical section */
 byte handoff;  /* the queued sleeper's id, 0 = none */
 #define DEAD 9 /* the id of a holder that died inside */
 bit held[DEAD + 1]; /* by id: inside a take of the lock, or holding it */
+#ifdef CLAIMDEATH
+bit dead[N + 1];    /* by id: died inside its take-back */
+bit died;           /* one death at most */
+bit inclaim[N + 1]; /* by id: UP_HELD_CLAIM, from before its claim to after
+		       its resolve */
+byte under[N + 1];  /* by id: the value its last claim replaced */
+#define ISDEAD(i) dead[i]
+#else
+#define ISDEAD(i) false
+#endif
 #ifdef TIMEOUT
 #define HELD(i, v) held[i] = v
 #else
@@ -190,11 +217,11 @@ inline lock_drop(cur, nx, hid)
 
 proctype Thread(byte me)
 {
-	byte id = me + 1, cur, nx, keep, o, r = 0;
+	byte id = me + 1, cur, nx, keep, o, v, r = 0;
 	bit queued, timedout, back, give;
 
 	do
-	:: r < (me == N - 1 -> LAST_ROUNDS : ROUNDS) ->
+	:: r < (me == N - 1 -> LAST_ROUNDS : (me == 0 -> FIRST_ROUNDS : ROUNDS)) ->
 		/* lock_take() */
 		keep = 0;
 		HELD(id, 1);
@@ -252,6 +279,48 @@ retry:
 		:: else -> skip
 		fi;
 #endif
+#ifdef CLAIMDEATH
+		if
+		:: (cur & C) && ISDEAD(cur & ~(W | C)) ->
+			/* a claimer died inside its take-back (one death: no
+			 * chain of dead claims to follow, dead_chain()) */
+			o = cur & ~(W | C);
+			v = under[o];
+			o = v & ~(W | C);
+#if MUTANT == 14
+			v = 0;
+#endif
+			if
+			:: (v & C) && o != id && !ISDEAD(o) && inclaim[o] ->
+				/* a live claimer's claim under it: that
+				 * claimer restores its own */
+				goto sleep
+			:: !(v & C) && v != 0 && o != id && !ISDEAD(o) && held[o] ->
+				/* restore what the claim replaced */
+				atomic {
+					if
+					:: word == cur -> word = (v & ~W) | (cur & W); nx = cur
+					:: else -> nx = 0
+					fi
+				}
+				if
+				:: nx & W -> futex_wake_all()
+				:: else -> skip
+				fi;
+				goto retry
+			:: else ->
+				/* take it over, as from a dead holder */
+				atomic {
+					if
+					:: word == cur -> word = id | (cur & W) | keep; goto taken
+					:: else -> skip
+					fi
+				}
+				goto retry
+			fi
+		:: else -> skip
+		fi;
+#endif
 #if MUTANT != 6
 		/* A queued thread leaves handoff before it takes anything
 		 * back; claimed (the unqueue lost), it takes nothing back this
@@ -273,24 +342,70 @@ retry:
 #ifdef TIMEOUT
 		/* take_back(): a live owner whose flag is clear */
 		if
-		:: back && (cur & ~(W | C)) != DEAD && !held[cur & ~(W | C)] ->
+		:: back && (cur & ~(W | C)) != DEAD && !ISDEAD(cur & ~(W | C)) &&
+		   !held[cur & ~(W | C)] ->
 			o = cur & ~(W | C);
+#ifdef CLAIMDEATH
+			inclaim[id] = 1;
+#endif
 #if MUTANT == 12
 			nx = id | (cur & W);
 #else
 			nx = id | C | (cur & W);
 #endif
+#ifdef CLAIMDEATH
+			under[id] = cur; /* stored before the claim's CAS */
+#endif
 			atomic {
 				if
+#ifdef CLAIMDEATH
+				:: word == cur -> word = nx
+				:: else -> inclaim[id] = 0; goto retry
+#else
 				:: word == cur -> word = nx
 				:: else -> goto retry
+#endif
 				fi
 			}
 resolve:
+#ifdef CLAIMDEATH
+			if
+			:: !died -> died = 1; dead[id] = 1; goto dying
+			:: true -> skip
+			fi;
+#endif
 #if MUTANT != 12 && MUTANT != 13
 			/* another's claim over ours: it gives ours back (our
 			 * flag is set), or the owner's drop ends both */
+#ifdef CLAIMDEATH
+			/* ... or its maker died over it, and we restore ours
+			 * (the wake: a taker may sleep on the dead claim), or
+			 * leave when ours is not under it; but under it a live
+			 * claimer inside its claim may stand over ours: waited
+			 * for as a live maker (the guard) */
+			if
+			:: !(word & C) || (word & ~(W | C)) == id -> skip
+			:: atomic { (word & C) && (word & ~(W | C)) != id &&
+				    ISDEAD(word & ~(W | C)) &&
+				    !((under[word & ~(W | C)] & C) &&
+				      (under[word & ~(W | C)] & ~(W | C)) != id &&
+				      !ISDEAD(under[word & ~(W | C)] & ~(W | C)) &&
+				      inclaim[under[word & ~(W | C)] & ~(W | C)]) ->
+				if
+				:: (under[word & ~(W | C)] & ~W) == (id | C) ->
+					v = word; word = id | C | (word & W)
+				:: else -> inclaim[id] = 0; goto retry
+				fi
+				}
+				if
+				:: v & W -> futex_wake_all()
+				:: else -> skip
+				fi;
+				goto resolve
+			fi;
+#else
 			(!(word & C) || (word & ~(W | C)) == id);
+#endif
 #endif
 #if MUTANT != 7
 			give = held[o];
@@ -312,14 +427,25 @@ resolve:
 #else
 						nx = word; word = cur | (word & W)
 #endif
-					:: else -> word = id | (word & W) | keep; goto taken
+					:: else ->
+#ifdef CLAIMDEATH
+						inclaim[id] = 0;
+#endif
+						word = id | (word & W) | keep; goto taken
 					fi
 #if MUTANT != 12 && MUTANT != 13
-				:: (word & C) && (word & ~(W | C)) != id -> goto resolve
+				:: (word & C) && (word & ~(W | C)) != id -> goto resolve /* claimed over meanwhile */
 #endif
-				:: else -> goto retry /* our claim is gone */
+				:: else ->
+#ifdef CLAIMDEATH
+					inclaim[id] = 0;
+#endif
+					goto retry /* our claim is gone */
 				fi
 			}
+#ifdef CLAIMDEATH
+			inclaim[id] = 0;
+#endif
 			/* the restore wakes whoever slept on our value */
 #if MUTANT != 10
 			if
@@ -332,6 +458,7 @@ resolve:
 		fi;
 #endif
 #endif
+sleep:
 		if
 		:: (cur & W) == 0 ->
 			/* CAS(word, cur -> cur | W) */
@@ -374,7 +501,7 @@ resolve:
 			:: else -> skip
 			fi
 		}
-#if defined(DEATH) || defined(TIMEOUT)
+#if defined(DEATH) || defined(TIMEOUT) || defined(CLAIMDEATH)
 		/* The slice ends (the only timeouts modelled): while the
 		 * holder is dead, or while the word names a live end that is
 		 * neither taking nor holding it (a word handed to an end that
@@ -385,9 +512,13 @@ resolve:
 #ifdef DEATH
 		:: atomic { inq[me] == 1 && (word & ~(W | C)) == DEAD -> inq[me] = 0 }
 #endif
+#ifdef CLAIMDEATH
+		:: atomic { inq[me] == 1 && (word & ~(W | C)) != 0 &&
+			    ISDEAD(word & ~(W | C)) -> inq[me] = 0 }
+#endif
 #if defined(TIMEOUT) && !defined(NOSLICE)
 		:: atomic { inq[me] == 1 && (word & ~(W | C)) != 0 && (word & ~(W | C)) != DEAD &&
-			    !held[word & ~(W | C)] -> inq[me] = 0 }
+			    !ISDEAD(word & ~(W | C)) && !held[word & ~(W | C)] -> inq[me] = 0 }
 #endif
 		fi;
 #else
@@ -442,7 +573,11 @@ gaveup:
 next:
 		skip
 	:: else -> break
-	od
+	od;
+#ifdef CLAIMDEATH
+dying:
+#endif
+	skip
 }
 
 #ifdef POLLER

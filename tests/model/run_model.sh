@@ -192,6 +192,9 @@ run lock_takeback_mutant10 lock.pml fail -DTIMEOUT -DNOSLICE -DN=2 -DROUNDS=3 -D
 run lock_takeback_mutant11 lock.pml fail -DTIMEOUT -DROUNDS=2 -DLAST_ROUNDS=1 -DMUTANT=11
 run lock_takeback_mutant12 lock.pml fail -DTIMEOUT -DROUNDS=2 -DLAST_ROUNDS=1 -DMUTANT=12
 run lock_takeback_mutant13_bs lock.pml fail -DTIMEOUT -DROUNDS=2 -DMUTANT=13
+section "== a take-back's claimer that dies inside its claim (core/lock.c, dead_claim())"
+run lock_claimdeath_n3  lock.pml pass -DTIMEOUT -DCLAIMDEATH -DROUNDS=1 -DFIRST_ROUNDS=2
+run lock_claimdeath_mutant14 lock.pml fail -DTIMEOUT -DCLAIMDEATH -DROUNDS=1 -DFIRST_ROUNDS=2 -DMUTANT=14
 
 wait
 for item in "${order[@]}"; do

@@ -32,6 +32,15 @@ bool up__backoff(struct up_end *e, unsigned int i, bool nonblock)
 	return false;
 }
 
+/* Does the lock id @o name an entry of the endpoint table at all? A peer's
+ * store may name none, and no index is taken from it before this says so. */
+static bool names_end(const struct up_end *e, uint32_t o)
+{
+	uint32_t r = o & UP_END_ROLE_MASK;
+
+	return r != 0 && r <= e->p->g.max_ends;
+}
+
 /*
  * Where the end at @idx keeps the value its take-back claim of @lk replaced
  * (dead_claim()): one word per end and lock, so that a later end in a dead
@@ -61,8 +70,7 @@ static uint32_t dead_chain(struct up_end *e, _Atomic uint32_t *lk, uint32_t w)
 		v = atomic_load_explicit(under(e, lk, (up__lock_owner(v) & UP_END_ROLE_MASK) - 1),
 					 memory_order_relaxed);
 		o = up__lock_owner(v);
-		if (!(v & UP_LOCK_CLAIM) || (o & UP_END_ROLE_MASK) == 0 ||
-		    (o & UP_END_ROLE_MASK) > e->p->g.max_ends || o == e->lock_id ||
+		if (!(v & UP_LOCK_CLAIM) || !names_end(e, o) || o == e->lock_id ||
 		    !up__lock_owner_gone(e, o))
 			break;
 	}
@@ -130,7 +138,7 @@ static int resolve(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, _Atomic
 		if (up__backoff(e, i, nonblock))
 			continue;
 		zown = up__lock_owner(w);
-		if ((zown & UP_END_ROLE_MASK) == 0 || (zown & UP_END_ROLE_MASK) > e->p->g.max_ends)
+		if (!names_end(e, zown))
 			goto leave;
 		if (up__lock_owner_gone(e, zown)) {
 			/* It died inside its take-back. Below its claim, past
@@ -154,8 +162,7 @@ static int resolve(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, _Atomic
 				continue;
 			}
 			zown = up__lock_owner(v);
-			if (!(v & UP_LOCK_CLAIM) || (zown & UP_END_ROLE_MASK) == 0 ||
-			    (zown & UP_END_ROLE_MASK) > e->p->g.max_ends ||
+			if (!(v & UP_LOCK_CLAIM) || !names_end(e, zown) ||
 			    up__lock_owner_gone(e, zown))
 				goto leave;
 		}
@@ -338,7 +345,7 @@ static int dead_claim(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint
 	v = dead_chain(e, lk, cur);
 	o = up__lock_owner(v);
 	oi = o & UP_END_ROLE_MASK;
-	if (oi != 0 && oi <= p->g.max_ends && o != e->lock_id && !up__lock_owner_gone(e, o)) {
+	if (names_end(e, o) && o != e->lock_id && !up__lock_owner_gone(e, o)) {
 		/* [held] sc: after the look at the word; pairs with [held] rel
 		 * in up__lock_take() and up__held_clear(). */
 		h = atomic_load_explicit(&p->ends[oi - 1].held, memory_order_seq_cst);
@@ -398,8 +405,7 @@ static int dead_claim(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint
  * caller saw holding @h (nonzero); 0 when nothing is handed. */
 uint32_t up__lock_pass(struct up_end *e, _Atomic uint32_t *lk, uint32_t h)
 {
-	uint32_t role = h & UP_END_ROLE_MASK;
-	bool valid = role != 0 && role <= e->p->g.max_ends && !(h & UP_LOCK_FLAGS) &&
+	bool valid = names_end(e, h) && !(h & UP_LOCK_FLAGS) &&
 		     h != e->lock_id;
 
 	/* relaxed: the claim only decides between us and the waiter's own
@@ -509,8 +515,7 @@ int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock)
 				goto taken;
 			continue;
 		}
-		if ((owner & UP_END_ROLE_MASK) == 0 ||
-		    (owner & UP_END_ROLE_MASK) > p->g.max_ends || up__is_broken(p)) {
+		if (!names_end(e, owner) || up__is_broken(p)) {
 			if (queued)
 				unqueue(e, lk);
 			return up__proto_error(p);

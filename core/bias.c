@@ -312,7 +312,7 @@ bool up__rlock_busy(struct up_pipe *p)
 
 /*
  * The writers' lock may be held by a writer inside it: its word names an
- * endpoint whose held word claims it (lock.c, take_back()), or its bias
+ * endpoint whose held word claims it (takeback.c, up__take_back()), or its bias
  * owner is inside. A hint, for the lost pool's look (reclaim.c): a writer
  * tags a batch for the ring under this lock before it publishes it. A word
  * that names nobody who claims it is no holder; nobody who waits for pages
@@ -433,7 +433,7 @@ int up__wlock_poll_arm(struct up_end *w, _Atomic uint32_t **word, uint32_t *expe
 	 * bit we set stays; it costs one wake at most. */
 	/* So does a live one whose held does not claim the lock: the word
 	 * was stored by somebody else, and nobody would ever drop it; a
-	 * retry takes it back (lock.c, take_back()).
+	 * retry takes it back (takeback.c, up__take_back()).
 	 * [held] sc: our seq_cst load of the word read the holder's take,
 	 * which released its bit; pairs with [held] rel in up__lock_take()
 	 * and up__held_clear(). */

@@ -7,7 +7,7 @@
  * forever. The readers' lock and the writers' lock are these, each with a
  * bias on top (bias.h).
  *
- * Fast paths inline, slow paths in lock.c.
+ * Fast paths inline, slow paths in lock.c, take.c and takeback.c.
  */
 #ifndef UP_CORE_LOCK_H
 #define UP_CORE_LOCK_H
@@ -21,8 +21,8 @@
  * call to take or holds: the bit is stored before the CAS that takes and
  * cleared after the exchange that drops. A taker that finds the word naming
  * a live endpoint whose held does not claim that lock takes the lock back
- * (lock.c, take_back(), which has the argument that it never takes one from
- * a holder that got it by its CAS). UP_HELD_BIAS: its side's lock is
+ * (takeback.c, up__take_back(), which has the argument that it never
+ * takes one from a holder that got it by its CAS). UP_HELD_BIAS: its side's lock is
  * biased to this end (bias.c). UP_HELD_CLAIM: between a take-back's claim
  * and its resolve, set and cleared as the lock bits are, around the claim
  * CAS and after the resolve CAS. One plain store to the end's own entry
@@ -32,7 +32,7 @@
 #define UP_HELD_RLOCK 1u
 #define UP_HELD_WLOCK 2u
 #define UP_HELD_BIAS  4u
-/* Between a take-back's claim and its resolve (lock.c, take_back()). */
+/* Between a take-back's claim and its resolve (takeback.c, up__take_back()). */
 #define UP_HELD_CLAIM 8u
 
 /* The held bit of lock word @lk. */
@@ -55,7 +55,7 @@ static inline void up__held_clear(struct up_end *e, uint32_t bits)
 {
 	e->held &= ~bits;
 	/* [held] rel: the drop's exchange before the clear; pairs with [held]
-	 * sc in take_back() and bias_forged(). */
+	 * sc in up__take_back() and bias_forged(). */
 	atomic_store_explicit(&e->p->ends[e->idx].held, e->held, memory_order_release);
 }
 
@@ -65,10 +65,26 @@ static inline void up__held_clear(struct up_end *e, uint32_t bits)
  * spinning and yielding. */
 #define UP_BACKOFF_SLEPT (UP_LOCK_SPINS + UP_LOCK_YIELDS - 1)
 
+/* take.c */
 int up__lock_take_slow(struct up_end *e, _Atomic uint32_t *lk, bool nonblock);
+/* lock.c */
 uint32_t up__lock_pass(struct up_end *e, _Atomic uint32_t *lk, uint32_t h);
 void up__lock_wake(struct up_end *e, _Atomic uint32_t *lk, bool all);
 void up__lock_give_up(struct up_end *e, _Atomic uint32_t *lk);
+/* takeback.c; up__dead_claim() returns 1 (held), 0 (look again) or: */
+#define UP_DEAD_CLAIM_WAIT 2
+int up__take_back(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint32_t owner,
+		  uint32_t keep, bool nonblock, bool *ran_out);
+int up__dead_claim(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, uint32_t keep);
+
+/* Does the lock id @o name an entry of the endpoint table at all? A peer's
+ * store may name none, and no index is taken from it before this says so. */
+static inline bool up__names_end(const struct up_end *e, uint32_t o)
+{
+	uint32_t r = o & UP_END_ROLE_MASK;
+
+	return r != 0 && r <= e->p->g.max_ends;
+}
 
 /* The line of lock word @lk (the word is its first member). */
 static inline struct up_shm_lock *up__lock_line(_Atomic uint32_t *lk)
@@ -87,7 +103,7 @@ static inline int up__lock_take(struct up_end *e, _Atomic uint32_t *lk, bool non
 	up__held_set(e, up__held_bit(e, lk));
 	/* [lock] acq: the critical section's accesses come after; pairs with
 	 * [lock] rel in up__lock_drop(). Also [held] rel: our held bit before
-	 * the word names us; pairs with [held] sc in take_back(). */
+	 * the word names us; pairs with [held] sc in up__take_back(). */
 	if (up__likely(atomic_compare_exchange_strong_explicit(lk, &cur, e->lock_id,
 							       memory_order_acq_rel,
 							       memory_order_relaxed)))
@@ -109,7 +125,7 @@ static inline bool up__lock_try(struct up_end *e, _Atomic uint32_t *lk)
 	up__held_set(e, up__held_bit(e, lk));
 	/* [lock] acq: as in up__lock_take(); pairs with [lock] rel in
 	 * up__lock_drop(). Also [held] rel: pairs with [held] sc in
-	 * take_back(). */
+	 * up__take_back(). */
 	if (up__likely(atomic_compare_exchange_strong_explicit(lk, &cur, e->lock_id,
 							       memory_order_acq_rel,
 							       memory_order_relaxed)))

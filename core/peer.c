@@ -26,7 +26,7 @@
  * end whatever its count says, and a side that came cannot un-come
  * (counts_repair()).
  *
- * A lock whose holder died is taken over by the next taker (lock.c): the
+ * A lock whose holder died is taken over by the next taker (take.c): the
  * ring is published by single stores (head, a slot's len, the readers'
  * position word), so a holder that died mid-way left nothing half-visible.
  */
@@ -101,7 +101,7 @@ int up__end_claim(struct up_pipe *p, uint32_t role, pid_t pid, uint32_t which, u
 			/* [held] rel: after the new state, so that a taker
 			 * that reads this held word and then finds the end it
 			 * looked for alive read that end's own; pairs with
-			 * [held] sc in take_back(). */
+			 * [held] sc in up__take_back(). */
 			atomic_store_explicit(&se->held, 0, memory_order_release);
 			/* relaxed: as busy and armed. */
 			atomic_store_explicit(&se->counted, 0, memory_order_relaxed);

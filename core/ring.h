@@ -22,7 +22,9 @@
  *   wait.c     readiness, the spin window, sleeping in slices
  *   reclaim.c  pool trim, orphan sweep, returning pages
  *   bias.c     the two locks biased to a lone end, bias.h its fast path
- *   lock.c     the lock words, lock.h its inline fast path
+ *   lock.c     the lock words: backoff, hand-off, wake; lock.h the fast path
+ *   take.c     a taker's slow path: dead holders, sleeping on the word
+ *   takeback.c a word that names no holder taken back, a dead claimer's claim
  *   peer.c     dead-peer detection
  *   wake.c     waking a wait line
  *   copy.c     iovec cursor, streaming copies

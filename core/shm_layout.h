@@ -24,7 +24,7 @@
  *                                                   attempt) of the
  *                                                   readers' (0) and the
  *                                                   writers' (1) lock
- *                                                   replaced (lock.c)
+ *                                                   replaced (takeback.c)
  *   slots[slot_count]        struct up_shm_slot     the ring (cf. pipe_buffer)
  *   pool[slot_count]         uint32 page indices    free pages, a ring
  *   owner[page_count]        uint32 tags            who holds a page taken from
@@ -240,7 +240,7 @@ struct up_shm_wait {
 };
 
 #define UP_LOCK_WAITERS 0x80000000u
-/* A take-back's claim (core/lock.c, take_back()): the word names the end
+/* A take-back's claim (core/takeback.c, up__take_back()): the word names the end
  * taking it back, which does not hold it yet. */
 #define UP_LOCK_CLAIM 0x40000000u
 #define UP_LOCK_FLAGS (UP_LOCK_WAITERS | UP_LOCK_CLAIM)
@@ -265,7 +265,7 @@ struct up_shm_end {
 	 * counts off nwait and npoll (peer.c). */
 	_Atomic uint32_t armed;
 	_Atomic uint64_t pidns;
-	/* Locks this endpoint is inside a call to take or holds (lock.c): a
+	/* Locks this endpoint is inside a call to take or holds (lock.h): a
 	 * lock word naming an endpoint whose held says otherwise was stored
 	 * by somebody else, and is taken back. Written only by the owner. */
 	_Atomic uint32_t held;

@@ -31,7 +31,7 @@
  *                    storing (this case's peer stays until R2 returns):
  *                    R2's timeout must still end its read while R1 holds
  *                    the lock, though it cannot tell the stores from R1's
- *                    claim of it (core/lock.c, claimed_wait()).
+ *                    claim of it (core/take.c, claimed_wait()).
  *   word_names_self  the readers' lock word naming R2 while R2 is in no
  *                    call, as a claim of R2 whose word came after R2's
  *                    timeout leaves it: R2's next read must take the word
@@ -55,7 +55,7 @@
  *                    word and read. With the dead claim over a claim of R1
  *                    and R1 marked inside a take-back, R2 must leave the
  *                    word to R1 until R1's next call, whose read must then
- *                    return, and R2's after it (core/lock.c, dead_claim(),
+ *                    return, and R2's after it (core/takeback.c, up__dead_claim(),
  *                    dead_chain()).
  *   attach_unsealed  a memfd sent unsealed, then shrunk and sealed between
  *                    the receiver's checks: up_pipe_attach() must not map
@@ -327,7 +327,7 @@ static void claim_stored(void)
 		pid = harness_fork(30);
 		if (pid == 0) {
 			hostile_begin((struct up_end *[]){ r1, r2, w }, 3, p, &q);
-			/* What a take-back's claim stores (core/lock.c). */
+			/* What a take-back's claim stores (core/takeback.c). */
 			atomic_store(&q->ln->rlock.word, id | UP_LOCK_CLAIM | UP_LOCK_WAITERS);
 			_exit(0);
 		}
@@ -391,7 +391,7 @@ static void dead_claimer_case(enum dead_case dc)
 			atomic_store(&q->ends[idx1].held, UP_HELD_RLOCK | UP_HELD_CLAIM);
 			below = id1 | UP_LOCK_CLAIM;
 		}
-		/* What take_back() has stored when it claims (core/lock.c):
+		/* What up__take_back() has stored when it claims (core/takeback.c):
 		 * its held bits, what its claim replaces, the claim. */
 		atomic_store(&q->ends[r3->idx].held, UP_HELD_RLOCK | UP_HELD_CLAIM);
 		atomic_store(&q->under[r3->idx], below);

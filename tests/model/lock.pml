@@ -46,7 +46,7 @@
  * Each end has a held flag, set for the whole of a take and until its
  * drop's exchange (up__held_set()/up__held_clear()). A word naming an end
  * whose flag is clear (a word handed to an end that has left) is taken
- * back (lock.c take_back()): a CAS to the taker's id with the claim bit C,
+ * back (takeback.c, up__take_back()): a CAS to the taker's id with the claim bit C,
  * a second look at the flag, then a CAS from that claim that gives the
  * word back if the flag was set meanwhile, or else drops the bit: held.
  * A claim stood over by another's (which gives it back: the first
@@ -90,7 +90,7 @@
  *   claims against T's claim and gives it back after T has stopped
  *   waiting, and T, finding its own id, holds the lock beside O.
  * -DMUTANT=13: a claimer whose claim another's stands over takes it for
- *   gone, and finds it given back after it has left take_back().
+ *   gone, and finds it given back after it has left up__take_back().
  * -DCLAIMDEATH (with TIMEOUT): one take-back's claimer may die after its
  *   claim, before its resolve (kill -9 at any point between the two CASes,
  *   or while it waits for another's claim over its own). Its claim stays,
@@ -237,7 +237,7 @@ retry:
 		:: (cur & ~(W | C)) == id ->
 			/* handed to us, in this take or after an earlier one
 			 * left: confirmed by a CAS. Never a claim of ours: we
-			 * leave take_back() only once ours is resolved or
+			 * leave up__take_back() only once ours is resolved or
 			 * gone. */
 			assert((cur & C) == 0);
 			atomic {
@@ -340,7 +340,7 @@ retry:
 		fi;
 #endif
 #ifdef TIMEOUT
-		/* take_back(): a live owner whose flag is clear */
+		/* up__take_back(): a live owner whose flag is clear */
 		if
 		:: back && (cur & ~(W | C)) != DEAD && !ISDEAD(cur & ~(W | C)) &&
 		   !held[cur & ~(W | C)] ->

@@ -167,7 +167,7 @@ run bias_mutant1        bias.pml fail -DMUTANT=1
 run bias_mutant2        bias.pml fail -DMUTANT=2
 run bias_nofence_mutant3 bias.pml fail -DNOFENCE -DMUTANT=3
 run bias_idle_mutant4   bias.pml fail -DNOFENCE -DIDLE -DMUTANT=4
-section "== the futex mutex of both locks (core/lock.c): every sleeper is woken in turn"
+section "== the futex mutex of both locks (core/take.c): every sleeper is woken in turn"
 run lock_n3_r2          lock.pml pass
 run lock_n2_r3          lock.pml pass -DN=2 -DROUNDS=3
 run lock_mutant1        lock.pml fail -DMUTANT=1
@@ -182,7 +182,7 @@ run lock_handoff_mutant5 lock.pml fail -DMUTANT=5
 run lock_timeout_n3_r1  lock.pml pass -DTIMEOUT -DROUNDS=1
 run lock_timeout_n2_r4  lock.pml pass -DTIMEOUT -DN=2 -DROUNDS=4
 run lock_timeout_death  lock.pml pass -DTIMEOUT -DDEATH -DN=2 -DROUNDS=3
-section "== the take-back of a word handed too late (core/lock.c, take_back())"
+section "== the take-back of a word handed too late (core/takeback.c, up__take_back())"
 run lock_takeback_n3_r2 lock.pml pass -DTIMEOUT -DROUNDS=2 -DLAST_ROUNDS=1
 run lock_takeback_noslice lock.pml pass -DTIMEOUT -DNOSLICE -DN=2 -DROUNDS=3
 run lock_takeback_mutant6 lock.pml fail -DTIMEOUT -DNOSLICE -DN=2 -DROUNDS=3 -DMUTANT=6
@@ -192,7 +192,7 @@ run lock_takeback_mutant10 lock.pml fail -DTIMEOUT -DNOSLICE -DN=2 -DROUNDS=3 -D
 run lock_takeback_mutant11 lock.pml fail -DTIMEOUT -DROUNDS=2 -DLAST_ROUNDS=1 -DMUTANT=11
 run lock_takeback_mutant12 lock.pml fail -DTIMEOUT -DROUNDS=2 -DLAST_ROUNDS=1 -DMUTANT=12
 run lock_takeback_mutant13_bs lock.pml fail -DTIMEOUT -DROUNDS=2 -DMUTANT=13
-section "== a take-back's claimer that dies inside its claim (core/lock.c, dead_claim())"
+section "== a take-back's claimer that dies inside its claim (core/takeback.c, up__dead_claim())"
 run lock_claimdeath_n3  lock.pml pass -DTIMEOUT -DCLAIMDEATH -DROUNDS=1 -DFIRST_ROUNDS=2
 run lock_claimdeath_mutant14 lock.pml fail -DTIMEOUT -DCLAIMDEATH -DROUNDS=1 -DFIRST_ROUNDS=2 -DMUTANT=14
 

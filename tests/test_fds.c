@@ -25,11 +25,14 @@
  * thread's rings, which did not come along (sqpoll_end_forked), and the
  * child keeps no copy of any thread's ring fd (fork_keeps_no_ring).
  *
+ * A thread whose ring breaks gets another (broken_ring_replaced).
+ *
  * Registered twice: on the backend the host gives and on futex(2)
  * (UP_FORCE_FUTEX=1), where poll mode has its own fd per end too.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -338,6 +341,97 @@ static void fork_keeps_no_ring(void)
 	close(fk_go[1]);
 }
 
+/*
+ * A thread ring found broken is retired and, a little later, made again
+ * (uring/tring.c, up__tring_retire()). A fresh thread's first sleep makes
+ * its ring; that ring's fd is then put over with /dev/null, as a process
+ * closing fds it does not know of would, so its next sleep's enter fails
+ * and the ring is broken. Timed sleeps go on (through futex(2) meanwhile)
+ * until the thread has an io_uring fd again, for 5 s at most: a thread
+ * left on futex(2) for good never gets one. Then data still flows.
+ */
+static struct up_end *br_ends[2];
+
+static int br_ring_fds(int *fds, int max)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	CHECK(d != NULL);
+	while ((de = readdir(d)) != NULL) {
+		char link[64];
+		ssize_t k;
+
+		if (de->d_name[0] == '.' || atoi(de->d_name) == dirfd(d))
+			continue;
+		k = readlinkat(dirfd(d), de->d_name, link, sizeof(link) - 1);
+		if (k <= 0)
+			continue;
+		link[k] = '\0';
+		if (strstr(link, "io_uring") && n < max)
+			fds[n++] = atoi(de->d_name);
+	}
+	closedir(d);
+	return n;
+}
+
+static void *br_thread(void *arg)
+{
+	int before[64], after[64], nb, na, ring = -1, devnull, i, j, sleeps = 0;
+	uint64_t until;
+	char c = 'b';
+
+	(void)arg;
+	nb = br_ring_fds(before, 64);
+	CHECK_EQ(up_read(br_ends[0], &c, 1), -ETIMEDOUT); /* makes our ring */
+	na = br_ring_fds(after, 64);
+	CHECK_EQ(na, nb + 1);
+	for (i = 0; i < na && ring < 0; i++) {
+		for (j = 0; j < nb && before[j] != after[i]; j++)
+			;
+		if (j == nb)
+			ring = after[i];
+	}
+	CHECK(ring >= 0);
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	CHECK_SYS(devnull);
+	CHECK_SYS(dup2(devnull, ring)); /* the ring's own number, not ours to close */
+	close(devnull);
+	CHECK_EQ(br_ring_fds(after, 64), nb);
+	until = harness_now_ns() + 5000000000ull;
+	do {
+		CHECK_EQ(up_read(br_ends[0], &c, 1), -ETIMEDOUT);
+		sleeps++;
+	} while (br_ring_fds(after, 64) == nb && harness_now_ns() < until);
+	printf("# io_uring fds after the break and %d timed sleeps: %d (%d before it)\n",
+	       sleeps, br_ring_fds(after, 64), nb + 1);
+	CHECK_EQ(br_ring_fds(after, 64), nb + 1);
+	CHECK_EQ(up_write(br_ends[1], &c, 1), 1);
+	c = 0;
+	CHECK_EQ(up_read(br_ends[0], &c, 1), 1);
+	CHECK_EQ(c, 'b');
+	return NULL;
+}
+
+static void broken_ring_replaced(void)
+{
+	struct up_stats st;
+	pthread_t t;
+
+	CHECK_OK(up_pipe2(br_ends, NULL));
+	CHECK_OK(up_stats(up_end_pipe(br_ends[0]), &st));
+	if (strcmp(st.backend, "io_uring") != 0) {
+		printf("# backend %s: no thread rings to break\n", st.backend);
+	} else {
+		CHECK_OK(up_set_timeout(br_ends[0], 2));
+		CHECK_EQ(pthread_create(&t, NULL, br_thread, NULL), 0);
+		CHECK_EQ(pthread_join(t, NULL), 0);
+	}
+	CHECK_OK(up_close(br_ends[0]));
+	CHECK_OK(up_close(br_ends[1]));
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -349,5 +443,6 @@ int main(int argc, char **argv)
 	RUN(handler_reenters);
 	RUN(sqpoll_end_forked);
 	RUN(fork_keeps_no_ring);
+	RUN(broken_ring_replaced);
 	return 0;
 }

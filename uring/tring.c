@@ -54,9 +54,18 @@
 struct uw_thread {
 	struct uw_ring *r[2];
 	int failed[2]; /* making one failed here: futex(2) for good */
-	int making;    /* inside tring_new(): see [u-reenter] */
+	/* Rings of a flavour retired broken in this thread, and the time
+	 * before which none is made again (up__tring_retire()). */
+	unsigned breaks[2];
+	uint64_t retry_ns[2];
+	int making;    /* inside tring_new() or a retire: see [u-reenter] */
 	int forking;   /* between our atfork prepare and parent/child handlers */
 };
+
+/* The first wait of a thread whose ring broke before making another, then
+ * twice that for each further break, up to 1024 times. */
+#define UW_RETRY_NS	  10000000ull
+#define UW_RETRY_MAX_SHIFT 10
 
 static __thread struct uw_thread uw_tls;
 static pthread_key_t uw_tls_key;
@@ -150,6 +159,8 @@ static void tls_atfork_child(void)
 	for (i = 0; i < 2; i++) {
 		uw_tls.r[i] = NULL;
 		uw_tls.failed[i] = 0;
+		uw_tls.breaks[i] = 0;
+		uw_tls.retry_ns[i] = 0;
 		/* relaxed: the child is single-threaded here. */
 		atomic_store_explicit(&uw_probed[i], 0, memory_order_relaxed);
 	}
@@ -185,6 +196,51 @@ void up__tring_leave(struct uw_ring *tr)
 	tr->busy = 0;
 }
 
+/* No ring of flavour @fl is made in this thread before a while, longer
+ * after each break. */
+static void retry_later(struct uw_thread *t, int fl)
+{
+	unsigned k = t->breaks[fl] - 1;
+
+	t->retry_ns[fl] = up__now_ns() + (UW_RETRY_NS << (k < UW_RETRY_MAX_SHIFT ? k
+										 : UW_RETRY_MAX_SHIFT));
+}
+
+/*
+ * After a wait or a wake on this thread's ring @tr, left (busy clear): a
+ * ring found broken goes, and another is made at a later call, so that a
+ * kernel short of memory for a while, or a ring fd closed under us, does
+ * not leave the thread on futex(2) for good. Closing the ring also ends
+ * what it still had armed: a cancel that found no SQE (an SQPOLL ring whose
+ * SQ thread is behind) leaves its FUTEX_WAIT queued on the shared word,
+ * where a wake for one would reach it instead of a sleeper. Not while the
+ * call is a signal handler's inside the making of a ring or a retire, nor
+ * between fork's handlers: each holds uw_rings_mu, which a retire takes;
+ * the next call retires it.
+ */
+void up__tring_retire(struct uw_ring *tr)
+{
+	struct uw_thread *t = &uw_tls;
+	int fl = tr->sqpoll;
+
+	if (!tr->broken || t->r[fl] != tr || tr->busy || t->making || t->forking)
+		return;
+	t->making = 1;
+	t->breaks[fl]++;
+	retry_later(t, fl);
+	t->r[fl] = NULL;
+	/* [u-reenter] mb: the ring forgotten before it is freed, and the
+	 * retry time before either; pairs with [u-reenter] mb in
+	 * up__tring_leave(). */
+	atomic_signal_fence(memory_order_seq_cst);
+	rings_del(tr);
+	tring_free(tr);
+	/* [u-reenter] mb: freed before making = 0; pairs with [u-reenter]
+	 * mb in up__tring_enter(). */
+	atomic_signal_fence(memory_order_seq_cst);
+	t->making = 0;
+}
+
 /* This thread's ring of a flavour, made if need be; NULL when it cannot be
  * made here, or is in use by the call this one interrupted. */
 static struct uw_ring *tring_get(int sqpoll)
@@ -195,6 +251,8 @@ static struct uw_ring *tring_get(int sqpoll)
 	if (tr)
 		return tr->busy || tr->broken ? NULL : tr;
 	if (t->failed[sqpoll] || t->making || t->forking)
+		return NULL;
+	if (t->retry_ns[sqpoll] != 0 && up__now_ns() < t->retry_ns[sqpoll])
 		return NULL;
 	pthread_once(&uw_tls_once, tls_init);
 	t->making = 1;
@@ -210,6 +268,10 @@ static struct uw_ring *tring_get(int sqpoll)
 	if (tr) {
 		rings_add(tr);
 		t->r[sqpoll] = tr;
+	} else if (t->breaks[sqpoll] != 0) {
+		/* This thread had one: the kernel may be short of what a ring
+		 * needs for now (memory, fds). Tried again later. */
+		retry_later(t, sqpoll);
 	} else {
 		t->failed[sqpoll] = 1;
 	}

@@ -110,9 +110,10 @@ struct uw_ring {
 	int wake_err;  /* first failed FUTEX_WAKE CQE not yet reported */
 	int poke_err;  /* a poke failed: its ring needs a futex wake */
 	/* Ring unusable (an error we cannot recover from, such as its fd
-	 * closed under us): wait and wake through up__futex_wait/wake() for
-	 * good. Same shared futex, so the peer does not notice; pidfds are
-	 * then covered by the caller's timeout only. */
+	 * closed under us): this call waits or wakes through
+	 * up__futex_wait/wake(), and the ring is retired at its end
+	 * (tring.c, up__tring_retire()). Same shared futex, so the peer does
+	 * not notice; pidfds are then covered by the caller's timeout only. */
 	int broken;
 	int busy;      /* in a wait or a wake; see [u-reenter] */
 	pid_t owner;   /* process that made it (see uw_destroy()) */
@@ -183,6 +184,7 @@ void up__tring_enter(struct uw_ring *tr);
 void up__tring_leave(struct uw_ring *tr);
 bool up__tring_usable(int sqpoll);
 void up__tring_drain_sqpoll(void);
+void up__tring_retire(struct uw_ring *tr);
 
 /* poll_ring.c: poll mode (the ops' pollfd/arm/disarm). */
 int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls);

@@ -136,7 +136,7 @@ static int ring_wait(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t expect
 	if (result >= 0 || result == -ETIMEDOUT || result == -EINTR)
 		return result;
 	/* A broken ring cannot report a hard error back to the sleeper loop
-	 * usefully; the caller re-checks, and the next wait uses futex(2). */
+	 * usefully; the caller re-checks, and the ring is retired (uw_wait()). */
 	if (uw->broken)
 		return 0;
 	/* The kernel refused this wait (short of memory, say): it is a sleep
@@ -269,6 +269,8 @@ static int uw_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	up__tring_enter(tr);
 	r = ring_wait(tr, word, expect, timeout_ns, peer_pidfds, npeer, syscalls);
 	up__tring_leave(tr);
+	if (up__unlikely(tr->broken))
+		up__tring_retire(tr);
 	return r;
 }
 
@@ -283,6 +285,8 @@ static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 	up__tring_enter(tr);
 	r = ring_wake(tr, word, nr, line, syscalls);
 	up__tring_leave(tr);
+	if (up__unlikely(tr->broken))
+		up__tring_retire(tr);
 	return r;
 }
 

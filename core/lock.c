@@ -50,7 +50,7 @@ bool up__backoff(struct up_end *e, unsigned int i, bool nonblock)
  *     is cancelled. Its CAS id -> 0 failing means a holder has claimed it
  *     and is handing it the word, or that a peer has stored over it: the
  *     two cannot be told apart, so it waits for the word a slice at most
- *     (claimed_wait()). Still in its take, it confirms the word; past its
+ *     (claimed_wait(), take.c). Still in its take, it confirms the word; past its
  *     deadline or cancelled, it leaves all the same, and lets go of a word
  *     that came (up__lock_give_up()).
  *

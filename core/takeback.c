@@ -91,7 +91,7 @@ static int resolve(struct up_end *e, _Atomic uint32_t *lk, uint32_t cur, _Atomic
 		 * state, up__end_claim()). */
 		if (!give && (cur & UP_LOCK_CLAIM) && up__lock_owner_gone(e, up__lock_owner(cur)))
 			give = true;
-		/* [held] sc: as the claim; pairs with [held] sc in up__take_back(),
+		/* [held] sc: as the claim; pairs with [held] sc in settle(),
 		 * another taker's restore of our claim. */
 		w = atomic_load_explicit(lk, memory_order_seq_cst);
 		/* Step 3 (settle()). */

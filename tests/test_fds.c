@@ -343,12 +343,14 @@ static void fork_keeps_no_ring(void)
 
 /*
  * A thread ring found broken is retired and, a little later, made again
- * (uring/tring.c, up__tring_retire()). A fresh thread's first sleep makes
- * its ring; that ring's fd is then put over with /dev/null, as a process
- * closing fds it does not know of would, so its next sleep's enter fails
- * and the ring is broken. Timed sleeps go on (through futex(2) meanwhile)
- * until the thread has an io_uring fd again, for 5 s at most: a thread
- * left on futex(2) for good never gets one. Then data still flows.
+ * (uring/tring.c, tring_retire()). A fresh thread's first sleep makes its
+ * ring; that ring's fd is then put over with /dev/null, as a process
+ * closing fds it does not know of and opening others would, so its next
+ * sleep's enter fails and the ring is broken. Timed sleeps go on (through
+ * futex(2) meanwhile) until the thread has an io_uring fd again, for 5 s
+ * at most: a thread left on futex(2) for good never gets one. Then data
+ * still flows, and the number that was the ring's still holds /dev/null:
+ * the library closes no fd that is no longer its own.
  */
 static struct up_end *br_ends[2];
 
@@ -396,7 +398,7 @@ static void *br_thread(void *arg)
 	CHECK(ring >= 0);
 	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	CHECK_SYS(devnull);
-	CHECK_SYS(dup2(devnull, ring)); /* the ring's own number, not ours to close */
+	CHECK_SYS(dup2(devnull, ring));
 	close(devnull);
 	CHECK_EQ(br_ring_fds(after, 64), nb);
 	until = harness_now_ns() + 5000000000ull;
@@ -411,6 +413,17 @@ static void *br_thread(void *arg)
 	c = 0;
 	CHECK_EQ(up_read(br_ends[0], &c, 1), 1);
 	CHECK_EQ(c, 'b');
+	{
+		char path[32], link[64];
+		ssize_t k;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", ring);
+		k = readlink(path, link, sizeof(link) - 1);
+		CHECK(k > 0);
+		link[k > 0 ? k : 0] = '\0';
+		CHECK(strcmp(link, "/dev/null") == 0);
+		close(ring);
+	}
 	return NULL;
 }
 

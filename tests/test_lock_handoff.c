@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_lock_handoff.c - the ring's two futex mutexes (the writers' and the
- * readers' lock, core/lock.c and lock.h) wake every sleeper in turn.
+ * readers' lock, core/lock.h, lock.c and take.c) wake every sleeper in turn.
  *
  * Two threads sleep on a lock that the main thread holds in their stead (it
  * stores the lock value of an idle endpoint of its own into the word). The

@@ -11,7 +11,8 @@
  * with UP_CFG_SQPOLL), a struct uw_ring of UW_SQ_ENTRIES SQEs and
  * UW_CQ_ENTRIES CQEs, made at the thread's first wait or wake that needs it
  * (or at the process's first endpoint, whose ring is the probe) and freed
- * by a pthread key destructor when the thread exits. So a process pays one
+ * by a pthread key destructor when the thread exits, or when it breaks
+ * (then made again later: tring_retire()). So a process pays one
  * fd per pipe (the memfd) plus a constant per thread, whatever the number
  * of ends.
  *
@@ -28,6 +29,10 @@
  *    MADV_DONTFORK, and an atfork child handler closes the child's copies
  *    of every thread's ring fds (the process's list of rings) and forgets
  *    them before the child runs, so a child's threads make their own.
+ *  - A ring is freed only by its own thread's outermost call into the
+ *    rings (depth 1; tring_retire()) or at the thread's exit: a call that
+ *    holds a ring's pointer is never left with a freed one by a signal
+ *    handler's call nested in it.
  *  - Queued wakes reach the kernel before their segment may be unmapped:
  *    with SQPOLL a wake is an SQE until the SQ thread takes it, so an end's
  *    destroy drains the calling thread's SQPOLL ring
@@ -55,9 +60,13 @@ struct uw_thread {
 	struct uw_ring *r[2];
 	int failed[2]; /* making one failed here: futex(2) for good */
 	/* Rings of a flavour retired broken in this thread, and the time
-	 * before which none is made again (up__tring_retire()). */
+	 * before which none is made again (tring_retire()). */
 	unsigned breaks[2];
 	uint64_t retry_ns[2];
+	/* Calls of this thread between up__tring_take() and up__tring_put(),
+	 * or inside up__tring_usable() or up__tring_drain_sqpoll(): more than
+	 * one when a signal handler's call interrupted another. */
+	unsigned depth;
 	int making;    /* inside tring_new() or a retire: see [u-reenter] */
 	int forking;   /* between our atfork prepare and parent/child handlers */
 };
@@ -94,15 +103,32 @@ static void rings_add(struct uw_ring *tr)
 	pthread_mutex_unlock(&uw_rings_mu);
 }
 
-static void rings_del(struct uw_ring *tr)
+/* Under uw_rings_mu. */
+static void rings_unlink(struct uw_ring *tr)
 {
-	pthread_mutex_lock(&uw_rings_mu);
 	if (tr->prev)
 		tr->prev->next = tr->next;
 	else
 		uw_rings = tr->next;
 	if (tr->next)
 		tr->next->prev = tr->prev;
+}
+
+static void rings_del(struct uw_ring *tr)
+{
+	pthread_mutex_lock(&uw_rings_mu);
+	rings_unlink(tr);
+	pthread_mutex_unlock(&uw_rings_mu);
+}
+
+/* A broken ring out of the list and closed under the list's lock, so that
+ * a fork meanwhile neither copies its fd into the child unlisted nor finds
+ * it listed and closed. Its drain returns at once (the ring is broken). */
+static void rings_del_free(struct uw_ring *tr)
+{
+	pthread_mutex_lock(&uw_rings_mu);
+	rings_unlink(tr);
+	tring_free(tr);
 	pthread_mutex_unlock(&uw_rings_mu);
 }
 
@@ -111,14 +137,23 @@ static void rings_del(struct uw_ring *tr)
 static void tls_exit(void *arg)
 {
 	struct uw_thread *t = arg;
+	struct uw_ring *tr;
 	int i;
 
+	/* A signal handler's call from here on finds no ring and makes none
+	 * (making), so it neither uses one being freed nor takes
+	 * uw_rings_mu, which rings_del() may hold. */
+	t->making = 1;
 	for (i = 0; i < 2; i++) {
-		if (t->r[i]) {
-			rings_del(t->r[i]);
-			tring_free(t->r[i]);
-		}
+		tr = t->r[i];
 		t->r[i] = NULL;
+		/* [u-reenter] mb: forgotten before it is freed; pairs with
+		 * [u-reenter] mb in tring_enter(). */
+		atomic_signal_fence(memory_order_seq_cst);
+		if (tr) {
+			rings_del(tr);
+			tring_free(tr);
+		}
 	}
 }
 
@@ -176,24 +211,41 @@ static void tls_init(void)
 
 /*
  * [u-reenter]: the flags that keep a signal handler out of a ring its
- * thread is inside (busy) or is making (making). Only the same thread ever
- * reads them, so a compiler barrier is all the ordering they need: the flag
- * set before the first access to the ring, cleared after the last.
+ * thread is inside (busy) or is making or retiring (making), and the depth
+ * of the thread's calls. Only the same thread ever reads them, so a
+ * compiler barrier is all the ordering they need: the flag set before the
+ * first access to the ring, cleared after the last.
  */
-void up__tring_enter(struct uw_ring *tr)
+static void tring_enter(struct uw_ring *tr)
 {
 	tr->busy = 1;
 	/* [u-reenter] mb: orders busy = 1 before our ring accesses, for a
-	 * handler on this thread; pairs with [u-reenter] mb in up__tring_leave(). */
+	 * handler on this thread; pairs with [u-reenter] mb in tring_leave(). */
 	atomic_signal_fence(memory_order_seq_cst);
 }
 
-void up__tring_leave(struct uw_ring *tr)
+static void tring_leave(struct uw_ring *tr)
 {
 	/* [u-reenter] mb: orders our ring accesses before busy = 0; pairs
-	 * with [u-reenter] mb in up__tring_enter(). */
+	 * with [u-reenter] mb in tring_enter(). */
 	atomic_signal_fence(memory_order_seq_cst);
 	tr->busy = 0;
+}
+
+static void depth_up(struct uw_thread *t)
+{
+	t->depth++;
+	/* [u-reenter] mb: the depth before any look at the rings; pairs with
+	 * [u-reenter] mb in tring_leave(). */
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+static void depth_down(struct uw_thread *t)
+{
+	/* [u-reenter] mb: the last look at a ring before the depth drops;
+	 * pairs with [u-reenter] mb in tring_enter(). */
+	atomic_signal_fence(memory_order_seq_cst);
+	t->depth--;
 }
 
 /* No ring of flavour @fl is made in this thread before a while, longer
@@ -207,23 +259,26 @@ static void retry_later(struct uw_thread *t, int fl)
 }
 
 /*
- * After a wait or a wake on this thread's ring @tr, left (busy clear): a
- * ring found broken goes, and another is made at a later call, so that a
+ * This thread's ring @tr of flavour @fl, found broken and not in use: it
+ * goes, and another is made at a later call (tring_get()), so that a
  * kernel short of memory for a while, or a ring fd closed under us, does
  * not leave the thread on futex(2) for good. Closing the ring also ends
- * what it still had armed: a cancel that found no SQE (an SQPOLL ring whose
- * SQ thread is behind) leaves its FUTEX_WAIT queued on the shared word,
- * where a wake for one would reach it instead of a sleeper. Not while the
- * call is a signal handler's inside the making of a ring or a retire, nor
- * between fork's handlers: each holds uw_rings_mu, which a retire takes;
- * the next call retires it.
+ * what it still had armed: a cancel that found no SQE leaves its
+ * FUTEX_WAIT queued on the shared word, where a wake for one would reach it
+ * instead of a sleeper.
+ *
+ * Only from the thread's outermost call (depth 1): a signal handler's call
+ * nested in one that holds the ring's pointer must not free it. Not while
+ * a ring is being made or retired, nor between fork's handlers: each holds
+ * uw_rings_mu, which a retire takes. An SQPOLL ring whose SQ thread has not
+ * taken every queued SQE yet waits too: its queued wakes would be dropped.
+ * Whatever waits is retired by a later call of the thread (tring_get()).
  */
-void up__tring_retire(struct uw_ring *tr)
+static void tring_retire(struct uw_thread *t, struct uw_ring *tr, int fl)
 {
-	struct uw_thread *t = &uw_tls;
-	int fl = tr->sqpoll;
-
-	if (!tr->broken || t->r[fl] != tr || tr->busy || t->making || t->forking)
+	if (t->depth != 1 || tr->busy || t->making || t->forking)
+		return;
+	if (tr->sqpoll && !tr->fd_lost && io_uring_sq_ready(&tr->ring) != 0)
 		return;
 	t->making = 1;
 	t->breaks[fl]++;
@@ -231,23 +286,31 @@ void up__tring_retire(struct uw_ring *tr)
 	t->r[fl] = NULL;
 	/* [u-reenter] mb: the ring forgotten before it is freed, and the
 	 * retry time before either; pairs with [u-reenter] mb in
-	 * up__tring_leave(). */
+	 * tring_leave(). */
 	atomic_signal_fence(memory_order_seq_cst);
-	rings_del(tr);
-	tring_free(tr);
+	/* A number that is no longer our ring's (closed under us, maybe
+	 * reused) is not ours to close: only the mappings go, which drops
+	 * the ring. */
+	if (tr->fd_lost)
+		tr->ring.ring_fd = -1;
+	rings_del_free(tr);
 	/* [u-reenter] mb: freed before making = 0; pairs with [u-reenter]
-	 * mb in up__tring_enter(). */
+	 * mb in tring_enter(). */
 	atomic_signal_fence(memory_order_seq_cst);
 	t->making = 0;
 }
 
 /* This thread's ring of a flavour, made if need be; NULL when it cannot be
- * made here, or is in use by the call this one interrupted. */
+ * made here, or is in use by the call this one interrupted. Inside a
+ * depth_up(). */
 static struct uw_ring *tring_get(int sqpoll)
 {
 	struct uw_thread *t = &uw_tls;
 	struct uw_ring *tr = t->r[sqpoll];
 
+	if (tr && tr->broken)
+		tring_retire(t, tr, sqpoll);
+	tr = t->r[sqpoll];
 	if (tr)
 		return tr->busy || tr->broken ? NULL : tr;
 	if (t->failed[sqpoll] || t->making || t->forking)
@@ -257,7 +320,7 @@ static struct uw_ring *tring_get(int sqpoll)
 	pthread_once(&uw_tls_once, tls_init);
 	t->making = 1;
 	/* [u-reenter] mb: making = 1 before tring_new(); pairs with
-	 * [u-reenter] mb in up__tring_leave(). */
+	 * [u-reenter] mb in tring_leave(). */
 	atomic_signal_fence(memory_order_seq_cst);
 	/* A thread whose exit would not free it (no key) gets none. */
 	tr = uw_tls_key_ok ? tring_new(sqpoll) : NULL;
@@ -276,21 +339,45 @@ static struct uw_ring *tring_get(int sqpoll)
 		t->failed[sqpoll] = 1;
 	}
 	/* [u-reenter] mb: the ring stored before making = 0; pairs with
-	 * [u-reenter] mb in up__tring_enter(). */
+	 * [u-reenter] mb in tring_enter(). */
 	atomic_signal_fence(memory_order_seq_cst);
 	t->making = 0;
 	return tr;
 }
 
-/* The ring an end's wait or wake uses in this thread: its flavour's, or
- * the plain one where an SQPOLL ring cannot be made in this thread. */
-struct uw_ring *up__tring_pick(const struct uring_waker *uw)
+/*
+ * The ring an end's wait or wake uses in this thread, marked busy: its
+ * flavour's, or the plain one where an SQPOLL ring cannot be made in this
+ * thread. NULL when there is none to use: the caller goes through
+ * futex(2). Each ring taken is given back with up__tring_put().
+ */
+struct uw_ring *up__tring_take(const struct uring_waker *uw)
 {
-	struct uw_ring *tr = tring_get(uw->sqpoll);
+	struct uw_thread *t = &uw_tls;
+	struct uw_ring *tr;
 
-	if (!tr && uw->sqpoll && uw_tls.failed[1])
+	depth_up(t);
+	tr = tring_get(uw->sqpoll);
+	if (!tr && uw->sqpoll && t->failed[1])
 		tr = tring_get(0);
+	if (tr)
+		tring_enter(tr);
+	else
+		depth_down(t);
 	return tr;
+}
+
+/* After a wait or a wake on @tr: a ring that broke in it is retired now,
+ * if this is the thread's outermost call, or by a later one. */
+void up__tring_put(struct uw_ring *tr)
+{
+	struct uw_thread *t = &uw_tls;
+
+	tring_leave(tr);
+	/* Still ours to read: a handler's call nested here frees nothing. */
+	if (up__unlikely(tr->broken))
+		tring_retire(t, tr, tr->sqpoll);
+	depth_down(t);
 }
 
 static void tring_free(struct uw_ring *tr)
@@ -368,8 +455,14 @@ bool up__tring_usable(int sqpoll)
 	 * probe, each making its own thread's ring, and agree. */
 	int was = atomic_load_explicit(&uw_probed[fl], memory_order_relaxed);
 	int ok = was;
+	bool have = false;
 
-	if (ok >= 0 && (tring_get(fl) || uw_tls.r[fl])) {
+	if (ok >= 0) {
+		depth_up(&uw_tls);
+		have = tring_get(fl) || uw_tls.r[fl];
+		depth_down(&uw_tls);
+	}
+	if (have) {
 		ok = 1; /* made now or before (and maybe in use: re-entered) */
 	} else if (ok == 0) {
 		if (!uw_tls.failed[fl])
@@ -388,11 +481,14 @@ bool up__tring_usable(int sqpoll)
  * still be the parent's, unmapped here: the pid tells. */
 void up__tring_drain_sqpoll(void)
 {
-	struct uw_ring *tr = uw_tls.r[1];
+	struct uw_ring *tr;
 
+	depth_up(&uw_tls);
+	tr = uw_tls.r[1];
 	if (tr && !tr->busy && !tr->broken && tr->owner == getpid()) {
-		up__tring_enter(tr);
+		tring_enter(tr);
 		up__uw_drain_wakes(tr);
-		up__tring_leave(tr);
+		tring_leave(tr);
 	}
+	depth_down(&uw_tls);
 }

@@ -112,9 +112,12 @@ struct uw_ring {
 	/* Ring unusable (an error we cannot recover from, such as its fd
 	 * closed under us): this call waits or wakes through
 	 * up__futex_wait/wake(), and the ring is retired at its end
-	 * (tring.c, up__tring_retire()). Same shared futex, so the peer does
+	 * (tring.c, tring_retire()). Same shared futex, so the peer does
 	 * not notice; pidfds are then covered by the caller's timeout only. */
 	int broken;
+	/* An enter found the fd no longer our ring's (-EBADF, -EOPNOTSUPP):
+	 * closed under us, maybe reused, and not closed again by us. */
+	int fd_lost;
 	int busy;      /* in a wait or a wake; see [u-reenter] */
 	pid_t owner;   /* process that made it (see uw_destroy()) */
 	struct uw_ring *next, *prev; /* the process's rings (tring.c) */
@@ -179,12 +182,10 @@ int up__uw_probe_ok(struct io_uring *ring);
 int up__uw_selftest_ok(struct uw_ring *uw);
 
 /* tring.c: the calling thread's rings. */
-struct uw_ring *up__tring_pick(const struct uring_waker *uw);
-void up__tring_enter(struct uw_ring *tr);
-void up__tring_leave(struct uw_ring *tr);
+struct uw_ring *up__tring_take(const struct uring_waker *uw);
+void up__tring_put(struct uw_ring *tr);
 bool up__tring_usable(int sqpoll);
 void up__tring_drain_sqpoll(void);
-void up__tring_retire(struct uw_ring *tr);
 
 /* poll_ring.c: poll mode (the ops' pollfd/arm/disarm). */
 int up__uw_pollfd(struct up__waker *w, uint64_t *syscalls);

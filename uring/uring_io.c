@@ -136,7 +136,16 @@ int up__uw_enter(struct uw_ring *uw, unsigned to_submit, unsigned min_complete,
 		    min_complete, flags,
 		    (flags & IORING_ENTER_EXT_ARG) ? (void *)&arg : NULL,
 		    (flags & IORING_ENTER_EXT_ARG) ? sizeof(arg) : (size_t)0);
-	return r < 0 ? -errno : (int)r;
+	if (r >= 0)
+		return (int)r;
+	r = -errno;
+	/* The number is no longer our ring's: nothing it says can be
+	 * trusted again, and it is not ours to close (tring.c). */
+	if (r == -EBADF || r == -EOPNOTSUPP) {
+		uw->fd_lost = 1;
+		uw->broken = 1;
+	}
+	return (int)r;
 }
 
 /* An SQE, making room if the SQ is full (only possible with SQPOLL, or after

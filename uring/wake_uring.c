@@ -136,7 +136,8 @@ static int ring_wait(struct uw_ring *uw, _Atomic uint32_t *word, uint32_t expect
 	if (result >= 0 || result == -ETIMEDOUT || result == -EINTR)
 		return result;
 	/* A broken ring cannot report a hard error back to the sleeper loop
-	 * usefully; the caller re-checks, and the ring is retired (uw_wait()). */
+	 * usefully; the caller re-checks, and the ring is retired
+	 * (up__tring_put()). */
 	if (uw->broken)
 		return 0;
 	/* The kernel refused this wait (short of memory, say): it is a sleep
@@ -263,30 +264,24 @@ static int uw_wait(struct up__waker *w, _Atomic uint32_t *word, uint32_t expect,
 	 * already visible. */
 	if (atomic_load_explicit(word, memory_order_acquire) != expect)
 		return 0;
-	tr = up__tring_pick(to_uw(w));
+	tr = up__tring_take(to_uw(w));
 	if (!tr)
 		return up__futex_wait(word, expect, timeout_ns, syscalls);
-	up__tring_enter(tr);
 	r = ring_wait(tr, word, expect, timeout_ns, peer_pidfds, npeer, syscalls);
-	up__tring_leave(tr);
-	if (up__unlikely(tr->broken))
-		up__tring_retire(tr);
+	up__tring_put(tr);
 	return r;
 }
 
 static int uw_wake(struct up__waker *w, _Atomic uint32_t *word, uint32_t nr,
 		   const struct up_shm_wait *line, uint64_t *syscalls)
 {
-	struct uw_ring *tr = up__tring_pick(to_uw(w));
+	struct uw_ring *tr = up__tring_take(to_uw(w));
 	int r;
 
 	if (!tr)
 		return up__futex_wake(word, line ? UP_WAKE_ALL : nr, syscalls);
-	up__tring_enter(tr);
 	r = ring_wake(tr, word, nr, line, syscalls);
-	up__tring_leave(tr);
-	if (up__unlikely(tr->broken))
-		up__tring_retire(tr);
+	up__tring_put(tr);
 	return r;
 }
 

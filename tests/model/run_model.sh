@@ -167,7 +167,7 @@ run bias_mutant1        bias.pml fail -DMUTANT=1
 run bias_mutant2        bias.pml fail -DMUTANT=2
 run bias_nofence_mutant3 bias.pml fail -DNOFENCE -DMUTANT=3
 run bias_idle_mutant4   bias.pml fail -DNOFENCE -DIDLE -DMUTANT=4
-section "== the futex mutex of both locks (core/take.c): every sleeper is woken in turn"
+section "== the futex mutex of both locks (core/lock.h, lock.c, take.c): every sleeper is woken in turn"
 run lock_n3_r2          lock.pml pass
 run lock_n2_r3          lock.pml pass -DN=2 -DROUNDS=3
 run lock_mutant1        lock.pml fail -DMUTANT=1

@@ -349,8 +349,9 @@ static void fork_keeps_no_ring(void)
  * sleep's enter fails and the ring is broken. Timed sleeps go on (through
  * futex(2) meanwhile) until the thread has an io_uring fd again, for 5 s
  * at most: a thread left on futex(2) for good never gets one. Then data
- * still flows, and the number that was the ring's still holds /dev/null:
- * the library closes no fd that is no longer its own.
+ * still flows, the old ring's mappings are gone, and the number that was
+ * the ring's still holds /dev/null: the library does not close a number an
+ * enter found no longer its ring's.
  */
 static struct up_end *br_ends[2];
 
@@ -378,9 +379,25 @@ static int br_ring_fds(int *fds, int max)
 	return n;
 }
 
+/* Mappings of io_uring rings in this process: a ring retired without its
+ * unmap would stay here. */
+static int br_ring_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	CHECK(f != NULL);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "io_uring"))
+			n++;
+	fclose(f);
+	return n;
+}
+
 static void *br_thread(void *arg)
 {
-	int before[64], after[64], nb, na, ring = -1, devnull, i, j, sleeps = 0;
+	int before[64], after[64], nb, na, ring = -1, devnull, i, j, sleeps = 0, maps;
 	uint64_t until;
 	char c = 'b';
 
@@ -396,6 +413,7 @@ static void *br_thread(void *arg)
 			ring = after[i];
 	}
 	CHECK(ring >= 0);
+	maps = br_ring_maps();
 	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	CHECK_SYS(devnull);
 	CHECK_SYS(dup2(devnull, ring));
@@ -409,6 +427,7 @@ static void *br_thread(void *arg)
 	printf("# io_uring fds after the break and %d timed sleeps: %d (%d before it)\n",
 	       sleeps, br_ring_fds(after, 64), nb + 1);
 	CHECK_EQ(br_ring_fds(after, 64), nb + 1);
+	CHECK_EQ(br_ring_maps(), maps); /* the old ring's went, the new one's came */
 	CHECK_EQ(up_write(br_ends[1], &c, 1), 1);
 	c = 0;
 	CHECK_EQ(up_read(br_ends[0], &c, 1), 1);

@@ -91,6 +91,7 @@ static struct uw_ring *uw_rings;
 
 static struct uw_ring *tring_new(int sqpoll);
 static void tring_free(struct uw_ring *tr);
+static void ring_close(struct uw_ring *tr);
 
 static void rings_add(struct uw_ring *tr)
 {
@@ -114,22 +115,18 @@ static void rings_unlink(struct uw_ring *tr)
 		tr->next->prev = tr->prev;
 }
 
-static void rings_del(struct uw_ring *tr)
-{
-	pthread_mutex_lock(&uw_rings_mu);
-	rings_unlink(tr);
-	pthread_mutex_unlock(&uw_rings_mu);
-}
-
-/* A broken ring out of the list and closed under the list's lock, so that
- * a fork meanwhile neither copies its fd into the child unlisted nor finds
- * it listed and closed. Its drain returns at once (the ring is broken). */
+/* A thread's ring @tr, forgotten by its thread: its last wakes out, then
+ * out of the list and closed under the list's lock, so that a fork
+ * meanwhile neither copies its fd into the child unlisted nor finds it
+ * listed and closed. */
 static void rings_del_free(struct uw_ring *tr)
 {
+	up__uw_drain_wakes(tr);
 	pthread_mutex_lock(&uw_rings_mu);
 	rings_unlink(tr);
-	tring_free(tr);
+	ring_close(tr);
 	pthread_mutex_unlock(&uw_rings_mu);
+	up__free(tr);
 }
 
 /* Thread exit (the key's destructor): the thread's rings go, after their
@@ -142,7 +139,7 @@ static void tls_exit(void *arg)
 
 	/* A signal handler's call from here on finds no ring and makes none
 	 * (making), so it neither uses one being freed nor takes
-	 * uw_rings_mu, which rings_del() may hold. */
+	 * uw_rings_mu, which rings_del_free() holds. */
 	t->making = 1;
 	for (i = 0; i < 2; i++) {
 		tr = t->r[i];
@@ -150,10 +147,8 @@ static void tls_exit(void *arg)
 		/* [u-reenter] mb: forgotten before it is freed; pairs with
 		 * [u-reenter] mb in tring_enter(). */
 		atomic_signal_fence(memory_order_seq_cst);
-		if (tr) {
-			rings_del(tr);
-			tring_free(tr);
-		}
+		if (tr)
+			rings_del_free(tr);
 	}
 }
 
@@ -165,14 +160,22 @@ static void tls_exit(void *arg)
  */
 static void tls_atfork_prepare(void)
 {
-	pthread_mutex_lock(&uw_rings_mu);
+	/* Before the lock, cleared after it: a signal handler's call inside
+	 * never makes or retires a ring, which takes the lock again. */
 	uw_tls.forking = 1;
+	/* [u-reenter] mb: forking before the lock; pairs with [u-reenter]
+	 * mb in tring_enter(). */
+	atomic_signal_fence(memory_order_seq_cst);
+	pthread_mutex_lock(&uw_rings_mu);
 }
 
 static void tls_atfork_parent(void)
 {
-	uw_tls.forking = 0;
 	pthread_mutex_unlock(&uw_rings_mu);
+	/* [u-reenter] mb: the unlock before forking clears; pairs with
+	 * [u-reenter] mb in tring_leave(). */
+	atomic_signal_fence(memory_order_seq_cst);
+	uw_tls.forking = 0;
 }
 
 /* In a forked child, before it runs: every ring is the parent's (their
@@ -184,15 +187,20 @@ static void tls_atfork_child(void)
 	struct uw_ring *tr, *next;
 	int i;
 
+	for (i = 0; i < 2; i++)
+		uw_tls.r[i] = NULL;
+	/* [u-reenter] mb: forgotten before they are freed; pairs with
+	 * [u-reenter] mb in tring_enter(). */
+	atomic_signal_fence(memory_order_seq_cst);
 	for (tr = uw_rings; tr; tr = next) {
 		next = tr->next;
-		close(tr->ring.ring_fd);
+		/* A number lost to the parent's ring is not its to close. */
+		if (!tr->fd_lost)
+			close(tr->ring.ring_fd);
 		up__free(tr);
 	}
 	uw_rings = NULL;
-	uw_tls.forking = 0;
 	for (i = 0; i < 2; i++) {
-		uw_tls.r[i] = NULL;
 		uw_tls.failed[i] = 0;
 		uw_tls.breaks[i] = 0;
 		uw_tls.retry_ns[i] = 0;
@@ -200,6 +208,10 @@ static void tls_atfork_child(void)
 		atomic_store_explicit(&uw_probed[i], 0, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&uw_rings_mu);
+	/* [u-reenter] mb: as in tls_atfork_parent(); pairs with [u-reenter]
+	 * mb in tring_leave(). */
+	atomic_signal_fence(memory_order_seq_cst);
+	uw_tls.forking = 0;
 }
 
 static void tls_init(void)
@@ -288,11 +300,6 @@ static void tring_retire(struct uw_thread *t, struct uw_ring *tr, int fl)
 	 * retry time before either; pairs with [u-reenter] mb in
 	 * tring_leave(). */
 	atomic_signal_fence(memory_order_seq_cst);
-	/* A number that is no longer our ring's (closed under us, maybe
-	 * reused) is not ours to close: only the mappings go, which drops
-	 * the ring. */
-	if (tr->fd_lost)
-		tr->ring.ring_fd = -1;
 	rings_del_free(tr);
 	/* [u-reenter] mb: freed before making = 0; pairs with [u-reenter]
 	 * mb in tring_enter(). */
@@ -322,6 +329,13 @@ static struct uw_ring *tring_get(int sqpoll)
 	/* [u-reenter] mb: making = 1 before tring_new(); pairs with
 	 * [u-reenter] mb in tring_leave(). */
 	atomic_signal_fence(memory_order_seq_cst);
+	/* A signal handler's call that came before making = 1 may have made
+	 * one: kept, rather than left in the list behind a second. */
+	tr = t->r[sqpoll];
+	if (tr) {
+		t->making = 0;
+		return tr->busy || tr->broken ? NULL : tr;
+	}
 	/* A thread whose exit would not free it (no key) gets none. */
 	tr = uw_tls_key_ok ? tring_new(sqpoll) : NULL;
 	if (tr && pthread_setspecific(uw_tls_key, t) != 0) {
@@ -380,10 +394,20 @@ void up__tring_put(struct uw_ring *tr)
 	depth_down(t);
 }
 
+/* Unmaps and closes @tr's ring. A number an enter found no longer our
+ * ring's (closed under us, maybe reused) is not ours to close: only the
+ * mappings go, and with them the kernel's last reference to the ring. */
+static void ring_close(struct uw_ring *tr)
+{
+	if (tr->fd_lost)
+		tr->ring.ring_fd = -1;
+	io_uring_queue_exit(&tr->ring);
+}
+
 static void tring_free(struct uw_ring *tr)
 {
 	up__uw_drain_wakes(tr);
-	io_uring_queue_exit(&tr->ring);
+	ring_close(tr);
 	up__free(tr);
 }
 
@@ -435,7 +459,7 @@ static struct uw_ring *tring_new(int sqpoll)
 	return uw;
 
 err_exit:
-	io_uring_queue_exit(&uw->ring);
+	ring_close(uw);
 err_free:
 	up__free(uw);
 	return NULL;

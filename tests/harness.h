@@ -281,8 +281,9 @@ static HARNESS_UNUSED size_t harness_verify(uint64_t seed, uint64_t off, const v
 }
 
 /* Open fds of this process whose /proc/self/fd link contains @what ("io_uring",
- * "/memfd:"); NULL counts them all. The directory's own fd is not counted. */
-static HARNESS_UNUSED int harness_fds(const char *what)
+ * "/memfd:"); NULL counts them all. The directory's own fd is not counted.
+ * The first @max of their numbers go to @fds (may be NULL with @max 0). */
+static HARNESS_UNUSED int harness_fd_list(const char *what, int *fds, int max)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *de;
@@ -295,19 +296,25 @@ static HARNESS_UNUSED int harness_fds(const char *what)
 
 		if (de->d_name[0] == '.' || atoi(de->d_name) == dirfd(d))
 			continue;
-		if (!what) {
-			n++;
-			continue;
+		if (what) {
+			k = readlinkat(dirfd(d), de->d_name, link, sizeof(link) - 1);
+			if (k <= 0)
+				continue;
+			link[k] = '\0';
+			if (!strstr(link, what))
+				continue;
 		}
-		k = readlinkat(dirfd(d), de->d_name, link, sizeof(link) - 1);
-		if (k <= 0)
-			continue;
-		link[k] = '\0';
-		if (strstr(link, what))
-			n++;
+		if (n < max)
+			fds[n] = atoi(de->d_name);
+		n++;
 	}
 	closedir(d);
 	return n;
+}
+
+static HARNESS_UNUSED int harness_fds(const char *what)
+{
+	return harness_fd_list(what, NULL, 0);
 }
 
 /* Watches held by this process's inotify instances (their fdinfo). */

@@ -30,7 +30,6 @@
  * Registered twice: on the backend the host gives and on futex(2)
  * (UP_FORCE_FUTEX=1), where poll mode has its own fd per end too.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -355,28 +354,10 @@ static void fork_keeps_no_ring(void)
  */
 static struct up_end *br_ends[2];
 
+/* This process's io_uring fds, their numbers in @fds. */
 static int br_ring_fds(int *fds, int max)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-
-	CHECK(d != NULL);
-	while ((de = readdir(d)) != NULL) {
-		char link[64];
-		ssize_t k;
-
-		if (de->d_name[0] == '.' || atoi(de->d_name) == dirfd(d))
-			continue;
-		k = readlinkat(dirfd(d), de->d_name, link, sizeof(link) - 1);
-		if (k <= 0)
-			continue;
-		link[k] = '\0';
-		if (strstr(link, "io_uring") && n < max)
-			fds[n++] = atoi(de->d_name);
-	}
-	closedir(d);
-	return n;
+	return harness_fd_list("io_uring", fds, max);
 }
 
 /* Mappings of io_uring rings in this process: a ring retired without its

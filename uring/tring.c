@@ -307,6 +307,12 @@ static void tring_retire(struct uw_thread *t, struct uw_ring *tr, int fl)
 	t->making = 0;
 }
 
+/* @tr unless the call this one interrupted is inside it, or it broke. */
+static struct uw_ring *ring_if_free(struct uw_ring *tr)
+{
+	return tr->busy || tr->broken ? NULL : tr;
+}
+
 /* This thread's ring of a flavour, made if need be; NULL when it cannot be
  * made here, or is in use by the call this one interrupted. Inside a
  * depth_up(). */
@@ -319,7 +325,7 @@ static struct uw_ring *tring_get(int sqpoll)
 		tring_retire(t, tr, sqpoll);
 	tr = t->r[sqpoll];
 	if (tr)
-		return tr->busy || tr->broken ? NULL : tr;
+		return ring_if_free(tr);
 	if (t->failed[sqpoll] || t->making || t->forking)
 		return NULL;
 	if (t->retry_ns[sqpoll] != 0 && up__now_ns() < t->retry_ns[sqpoll])
@@ -334,7 +340,7 @@ static struct uw_ring *tring_get(int sqpoll)
 	tr = t->r[sqpoll];
 	if (tr) {
 		t->making = 0;
-		return tr->busy || tr->broken ? NULL : tr;
+		return ring_if_free(tr);
 	}
 	/* A thread whose exit would not free it (no key) gets none. */
 	tr = uw_tls_key_ok ? tring_new(sqpoll) : NULL;

@@ -76,22 +76,57 @@ void up__early_lateness(struct up_end *e, uint64_t late_ns, bool slack)
 		e->early_lat -= (uint32_t)((e->early_lat - late_ns) / 16);
 }
 
-/* A wait for data ended with data at @now, seen by a spin (on time) or
- * after a wake (@late): learn the gap between such ends. */
+/* How far the time @d between two ends is from the gap @gap. */
+static uint64_t gap_off(uint64_t d, uint32_t gap)
+{
+	return d > gap ? d - gap : gap - d;
+}
+
+/* Follow a drifting gap by a quarter of each difference. */
+static void gap_follow(struct up_end *e, uint64_t d)
+{
+	e->early_gap = (uint32_t)(d > e->early_gap ? e->early_gap + (d - e->early_gap) / 4
+					       : e->early_gap - (e->early_gap - d) / 4);
+}
+
+/*
+ * A wait for data ended with data at @now, seen by a spin (on time) or
+ * after a wake (@late): learn the gap between such ends.
+ *
+ * A gap learnt (UP_EARLY_HITS in a row) is not thrown away for one
+ * measurement that disagrees, because every one that is thrown away costs
+ * the next UP_EARLY_HITS waits a wake, and on a VM a paced writer's own
+ * wake moves its gaps by more than a window now and then. So:
+ * - an end after a wake is late by the wake's latency, which says nothing
+ *   about the gap: one that came up to that much after the window keeps
+ *   the gap as it is, and its time is taken back by the lateness learnt
+ *   (the data came about then), or the next plan starts that late too;
+ * - after a run longer than UP_EARLY_HITS, one gap out of the window is
+ *   followed as a drift is, and the run starts again at UP_EARLY_HITS: a
+ *   second in a row is a new gap.
+ * A gap that really changed is unlearnt either way: by the second
+ * disagreement, or by the early wake's miss (up__early_miss()) when the
+ * data stops coming in the window; one that got shorter never looks like
+ * a late end (those are longer than the gap).
+ */
 void up__early_note(struct up_end *e, uint64_t now, bool late)
 {
-	uint64_t d = now - e->early_seen;
+	uint64_t d = now - e->early_seen,
+		 lat = e->early_lat ? e->early_lat : UP_EARLY_LAT_INIT_NS;
 
 	if (e->early_seen == 0 || d >= UP_EARLY_GAP_MAX_NS) {
 		e->early_gap = 0;
 		e->early_hits = 0;
-	} else if (e->early_gap != 0 &&
-		   (d > e->early_gap ? d - e->early_gap : e->early_gap - d) <= early_window(e->early_gap)) {
-		/* Follow a drifting gap by a quarter of each difference. */
-		e->early_gap = (uint32_t)(d > e->early_gap ? e->early_gap + (d - e->early_gap) / 4
-						       : e->early_gap - (e->early_gap - d) / 4);
+	} else if (e->early_gap != 0 && gap_off(d, e->early_gap) <= early_window(e->early_gap)) {
+		gap_follow(e, d);
 		if (e->early_hits < UINT8_MAX)
 			e->early_hits++;
+	} else if (late && e->early_gap != 0 && e->early_hits >= UP_EARLY_HITS && d > e->early_gap &&
+		   d - e->early_gap <= early_window(e->early_gap) + lat) {
+		now -= lat < d / 2 ? lat : d / 2;
+	} else if (e->early_gap != 0 && e->early_hits > UP_EARLY_HITS) {
+		gap_follow(e, d);
+		e->early_hits = UP_EARLY_HITS;
 	} else {
 		e->early_gap = (uint32_t)d;
 		e->early_hits = 0;

@@ -323,6 +323,7 @@ enum { SP_RD_BLOCK, SP_RD_EPOLL, SP_RD_COUNT };
 struct sp_cell {
 	double p50[MAX_REPEAT], p99[MAX_REPEAT], max[MAX_REPEAT], cpu[MAX_REPEAT];
 	double wcall[MAX_REPEAT], wake[MAX_REPEAT], take[MAX_REPEAT];
+	double woken[MAX_REPEAT]; /* uringpipe: wakes issued per message; -1: none */
 };
 
 extern const enum transport bench_sp_order[T_COUNT];

@@ -58,6 +58,7 @@ struct sp_run {
 	uint64_t *wcall, *wake, *take;
 	unsigned nwcall, nsplit;
 	double rd_cpu;           /* the reader thread's CPU time / its wall time */
+	struct up_pipe *pipe;    /* uringpipe: held for up_stats() after the run */
 };
 
 /* This thread's CPU time (user + system), ns. */
@@ -327,7 +328,7 @@ static void sp_open_uring(struct sp_run *sr)
 			    &sr->ws[1].end);
 	if (r < 0)
 		bench_die("--sparse: making a uringpipe: %s", up_strerror(r));
-	up_pipe_release(p); /* the ends hold it */
+	sr->pipe = p; /* released after the run, its wakes counted */
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -353,6 +354,7 @@ struct sp_out {
 	double p50, p99, max; /* µs */
 	double cpu;           /* the reader's CPU share, 0..1 */
 	double wcall, wake, take; /* p50s, µs; below 0: none (struct sp_run) */
+	double woken;             /* uringpipe: wakes issued per message; below 0: none */
 };
 
 /* A run's per-message arrays, each of the most messages a run has. */
@@ -442,6 +444,15 @@ static void sp_run_once(const struct opts *o, const struct env *env, enum transp
 	out->p99 = rank_us(lat, nmsg, 0.99);
 	out->max = rank_us(lat, nmsg, 1.0);
 	out->cpu = sr.rd_cpu;
+	out->woken = -1.0;
+	if (sr.pipe) {
+		struct up_stats st;
+
+		/* Counted by every end, the closed ones too. */
+		if (up_stats(sr.pipe, &st) == 0)
+			out->woken = (double)st.wakes / nmsg;
+		up_pipe_release(sr.pipe);
+	}
 	out->wcall = p50_us(sr.wcall, sr.nwcall);
 	out->wake = p50_us(sr.wake, sr.nsplit);
 	out->take = p50_us(sr.take, sr.nsplit);
@@ -508,6 +519,7 @@ void bench_sparse(const struct opts *o, const struct env *env)
 					c[t][rd].wcall[i] = r.wcall;
 					c[t][rd].wake[i] = r.wake;
 					c[t][rd].take[i] = r.take;
+					c[t][rd].woken[i] = r.woken;
 					if (o->verbose)
 						fprintf(stderr, "  sparse %-12s %-8s gap %u us: p50 %.1f"
 							" p99 %.1f max %.1f us\n", bench_tlabel[t],

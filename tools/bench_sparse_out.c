@@ -78,9 +78,9 @@ static struct sp_sum sp_sum(const struct opts *o, struct sp_cell (*c)[SP_RD_COUN
 	return m;
 }
 
-/* A part's median over the rounds that had one (below 0: none, as for a
- * blocking reader, whose wait is inside its read), or "-". */
-static void sp_part(char *b, size_t bl, const double *v, unsigned n)
+/* The median over the rounds that had a value (below 0: none, as for a
+ * blocking reader, whose wait is inside its read); false for none. */
+static bool sp_had(const double *v, unsigned n, double *m)
 {
 	double had[MAX_REPEAT];
 	unsigned k = 0;
@@ -89,22 +89,33 @@ static void sp_part(char *b, size_t bl, const double *v, unsigned n)
 		if (v[i] >= 0)
 			had[k++] = v[i];
 	if (k == 0)
-		snprintf(b, bl, "-");
-	else
-		snprintf(b, bl, "%.2f", bench_median(had, k));
+		return false;
+	*m = bench_median(had, k);
+	return true;
 }
 
-/*
- * Where the time goes. The writer's call is its write (or reserve and
- * commit), wake included: a pipe's write(2) that wakes an idle CPU lasts
- * as long as the kernel takes to send that wake. For an epoll reader the
- * latency splits at the return of its epoll_wait(): before it, the write
- * and the wake; after it, what the reader's way to the data costs (a
- * read(2) for a kernel transport, up_read() or up_peek() for uringpipe).
- * Medians of each part on their own: they need not add up to the p50.
- * The pipe-uring reader's READ never returns -EAGAIN (io_uring waits for
- * the pipe itself), so it never reaches epoll_wait(): no split either.
- */
+/* A part's median, or "-". */
+static void sp_part(char *b, size_t bl, const double *v, unsigned n)
+{
+	double m;
+
+	if (sp_had(v, n, &m))
+		snprintf(b, bl, "%.2f", m);
+	else
+		snprintf(b, bl, "-");
+}
+
+/* A share's median as a percentage, or "-". */
+static void sp_share(char *b, size_t bl, const double *v, unsigned n)
+{
+	double m;
+
+	if (sp_had(v, n, &m))
+		snprintf(b, bl, "%.1f%%", 100.0 * m);
+	else
+		snprintf(b, bl, "-");
+}
+
 static void sp_print_parts(const struct opts *o, struct sp_cell (*c)[SP_RD_COUNT])
 {
 	struct sp_at at[T_COUNT * SP_RD_COUNT];
@@ -114,20 +125,23 @@ static void sp_print_parts(const struct opts *o, struct sp_cell (*c)[SP_RD_COUNT
 	       " epoll\n  readers: to wake = the write's start to epoll_wait()'s return,"
 	       " to data =\n  that return to the whole message read; - where the reader"
 	       " waits inside its\n  read (blocking readers; pipe-uring's READ waits in"
-	       " io_uring, never in epoll)\n");
-	printf("%-12s %-8s %10s %10s %10s\n", "transport", "reader", "w call", "to wake",
-	       "to data");
+	       " io_uring, never in epoll);\n  woken: the wakes uringpipe's ends made per"
+	       " message, median (a message\n  that a spin or an early wake reads takes"
+	       " none)\n");
+	printf("%-12s %-8s %10s %10s %10s %8s\n", "transport", "reader", "w call", "to wake",
+	       "to data", "woken");
 	n = sp_cells(o, at);
 	for (int k = 0; k < n; k++) {
 		enum transport t = at[k].t;
 		int rd = at[k].rd;
-		char wc[16], wk[16], td[16];
+		char wc[16], wk[16], td[16], wn[24];
 
 		sp_part(wc, sizeof(wc), c[t][rd].wcall, o->repeat);
 		sp_part(wk, sizeof(wk), c[t][rd].wake, o->repeat);
 		sp_part(td, sizeof(td), c[t][rd].take, o->repeat);
-		printf("%-12s %-8s %10s %10s %10s\n", bench_tlabel[t], bench_sp_rd_name[rd],
-		       wc, wk, td);
+		sp_share(wn, sizeof(wn), c[t][rd].woken, o->repeat);
+		printf("%-12s %-8s %10s %10s %10s %8s\n", bench_tlabel[t], bench_sp_rd_name[rd],
+		       wc, wk, td, wn);
 	}
 }
 
@@ -203,6 +217,7 @@ void bench_sp_json_gap(const struct opts *o, unsigned gap, unsigned nmsg,
 		json_runs("writer_call_p50_runs", c[t][rd].wcall, o->repeat);
 		json_runs("to_wake_p50_runs", c[t][rd].wake, o->repeat);
 		json_runs("to_data_p50_runs", c[t][rd].take, o->repeat);
+		json_runs("wakes_per_message_runs", c[t][rd].woken, o->repeat);
 		printf("}");
 	}
 	printf("]}");

@@ -211,9 +211,16 @@ for g in 100 300; do
 			    ($4 !~ /^[0-9.]+$/ || $5 !~ /^[0-9.]+$/ || $4 <= 0 || $5 <= 0 ||
 			     $4 > mx[k] || $5 > mx[k] || $5 >= $4))
 				bad = 1
+			# Wakes per message: counted by uringpipe only, none for the
+			# kernel transports; a plain poll-mode reader is woken for about
+			# every message (none read early without UP_EARLY_POLL).
+			if ($1 ~ /^uringpipe/ ? $6 !~ /^[0-9.]+%$/ : $6 != "-")
+				bad = 1
+			if ($1 ~ /^uringpipe/ && $2 == "epoll" && $6 + 0 < 50)
+				bad = 1
 			n[k] = 1 }
 		END { c = 0; for (k in n) c++; exit bad || c != 2 * nt }' "$T/sp"; then
-		ok "bench --sparse: gap $g us says where the time goes: the writer's call, an epoll reader's wake and read"
+		ok "bench --sparse: gap $g us says where the time goes: the writer's call, an epoll reader's wake and read, uringpipe's wakes"
 	else
 		fail "bench --sparse: gap $g us: the where-the-time-goes table is wrong"
 	fi
@@ -262,6 +269,13 @@ for r in res:
             # then have no wait that returned after one.
             assert len(v) == 2 and all(x is None and mode == "early" or
                                        x is not None and 0 < x <= r["max_us"] for x in v), r
+    w = r["wakes_per_message_runs"]
+    if r["transport"] == "kernel":
+        assert w == [None, None], r
+    else:
+        assert len(w) == 2 and all(x is not None and x >= 0 for x in w), r
+        if r["reader"] == "epoll" and mode != "early":
+            assert all(x >= 0.5 for x in w), r
     assert len(r["reader_cpu_runs"]) == 2 and all(0 <= c <= 1.01 for c in r["reader_cpu_runs"]), r
     for p in ("p50", "p99"):
         want = r[p + "_us"] / k[r["reader"]][p + "_us"]

@@ -82,13 +82,6 @@ static uint64_t gap_off(uint64_t d, uint32_t gap)
 	return d > gap ? d - gap : gap - d;
 }
 
-/* Follow a drifting gap by a quarter of each difference. */
-static void gap_follow(struct up_end *e, uint64_t d)
-{
-	e->early_gap = (uint32_t)(d > e->early_gap ? e->early_gap + (d - e->early_gap) / 4
-					       : e->early_gap - (e->early_gap - d) / 4);
-}
-
 /*
  * A wait for data ended with data at @now, seen by a spin (on time) or
  * after a wake (@late): learn the gap between such ends.
@@ -97,17 +90,19 @@ static void gap_follow(struct up_end *e, uint64_t d)
  * measurement that disagrees, because every one that is thrown away costs
  * the next UP_EARLY_HITS waits a wake, and on a VM a paced writer's own
  * wake moves its gaps by more than a window now and then. So:
- * - an end after a wake is late by the wake's latency, which says nothing
- *   about the gap: one that came up to that much after the window keeps
- *   the gap as it is, and its time is taken back by the lateness learnt
- *   (the data came about then), or the next plan starts that late too;
- * - after a run longer than UP_EARLY_HITS, one gap out of the window is
- *   followed as a drift is, and the run starts again at UP_EARLY_HITS: a
- *   second in a row is a new gap.
- * A gap that really changed is unlearnt either way: by the second
+ * - an end after a wake, later than the gap by up to a window and the
+ *   learnt lateness, keeps the gap and the run: the wake's latency says
+ *   nothing about the gap. Its time is taken back by the lateness, but
+ *   never to before the gap was up (the data came about then; dated at
+ *   the wake, the next plan would start that late as well, and be woken
+ *   again; dated before the data, the next gap would look long);
+ * - after a run longer than UP_EARLY_HITS, one gap outside the window
+ *   leaves the gap as it is and the run at UP_EARLY_HITS: a second in a
+ *   row is a new gap. Not followed: a message between two regular ones
+ *   would pull the gap a quarter of the way to its own.
+ * A gap that really changed is unlearnt either way: at the second
  * disagreement, or by the early wake's miss (up__early_miss()) when the
- * data stops coming in the window; one that got shorter never looks like
- * a late end (those are longer than the gap).
+ * data stops coming in the window.
  */
 void up__early_note(struct up_end *e, uint64_t now, bool late)
 {
@@ -118,14 +113,16 @@ void up__early_note(struct up_end *e, uint64_t now, bool late)
 		e->early_gap = 0;
 		e->early_hits = 0;
 	} else if (e->early_gap != 0 && gap_off(d, e->early_gap) <= early_window(e->early_gap)) {
-		gap_follow(e, d);
+		/* Follow a drifting gap by a quarter of each difference. */
+		e->early_gap = (uint32_t)(d > e->early_gap ? e->early_gap + (d - e->early_gap) / 4
+						       : e->early_gap - (e->early_gap - d) / 4);
 		if (e->early_hits < UINT8_MAX)
 			e->early_hits++;
-	} else if (late && e->early_gap != 0 && e->early_hits >= UP_EARLY_HITS && d > e->early_gap &&
+	} else if (late && e->early_hits >= UP_EARLY_HITS && d > e->early_gap &&
 		   d - e->early_gap <= early_window(e->early_gap) + lat) {
-		now -= lat < d / 2 ? lat : d / 2;
+		/* d > early_gap > 0 here (a run has a gap). */
+		now -= lat < d - e->early_gap ? lat : d - e->early_gap;
 	} else if (e->early_gap != 0 && e->early_hits > UP_EARLY_HITS) {
-		gap_follow(e, d);
 		e->early_hits = UP_EARLY_HITS;
 	} else {
 		e->early_gap = (uint32_t)d;
@@ -137,7 +134,8 @@ void up__early_note(struct up_end *e, uint64_t now, bool late)
 
 /* When a wait for data that begins at @now should end its first sleep (0:
  * sleep as usual), and in *@until when the spin after it gives up. After
- * a late end the data came up to a wake's latency before it: wake a
+ * a late end the data came up to a wake's latency before it (its date an
+ * estimate, where up__early_note() took the lateness back): wake a
  * window earlier; where the sleep overruns by the thread's timer slack
  * (@slack), that much earlier again. */
 uint64_t up__early_due(struct up_end *e, uint64_t now, bool slack, uint64_t *until)

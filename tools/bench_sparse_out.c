@@ -116,6 +116,20 @@ static void sp_share(char *b, size_t bl, const double *v, unsigned n)
 		snprintf(b, bl, "-");
 }
 
+/*
+ * Where the time goes. The writer's call is its write (or reserve and
+ * commit), wake included: a pipe's write(2) that wakes an idle CPU lasts
+ * as long as the kernel takes to send that wake. For an epoll reader the
+ * latency splits at the return of its epoll_wait(): before it, the write
+ * and the wake; after it, what the reader's way to the data costs (a
+ * read(2) for a kernel transport, up_read() or up_peek() for uringpipe).
+ * Medians of each part on their own: they need not add up to the p50.
+ * The pipe-uring reader's READ never returns -EAGAIN (io_uring waits for
+ * the pipe itself), so it never reaches epoll_wait(): no split either.
+ * woken is up_stats().wakes over the messages: the wakes issued, one
+ * that reached a reader still awake included, and the two or three of
+ * the ends' closes (the end of stream, the biases let go).
+ */
 static void sp_print_parts(const struct opts *o, struct sp_cell (*c)[SP_RD_COUNT])
 {
 	struct sp_at at[T_COUNT * SP_RD_COUNT];
@@ -125,9 +139,9 @@ static void sp_print_parts(const struct opts *o, struct sp_cell (*c)[SP_RD_COUNT
 	       " epoll\n  readers: to wake = the write's start to epoll_wait()'s return,"
 	       " to data =\n  that return to the whole message read; - where the reader"
 	       " waits inside its\n  read (blocking readers; pipe-uring's READ waits in"
-	       " io_uring, never in epoll);\n  woken: the wakes uringpipe's ends made per"
-	       " message, median (a message\n  that a spin or an early wake reads takes"
-	       " none)\n");
+	       " io_uring, never in epoll);\n  woken: the wakes uringpipe's ends issued per"
+	       " message, median, the\n  closes' included (a message that a spin or an"
+	       " early wake reads takes none)\n");
 	printf("%-12s %-8s %10s %10s %10s %8s\n", "transport", "reader", "w call", "to wake",
 	       "to data", "woken");
 	n = sp_cells(o, at);

@@ -213,10 +213,12 @@ for g in 100 300; do
 				bad = 1
 			# Wakes per message: counted by uringpipe only, none for the
 			# kernel transports; a plain poll-mode reader is woken for about
-			# every message (none read early without UP_EARLY_POLL).
+			# every message (none read early without UP_EARLY_POLL). A
+			# quarter at least: a reader stalled for a few ms of a 20 ms
+			# run takes some messages in one wake, and 0 is the fault.
 			if ($1 ~ /^uringpipe/ ? $6 !~ /^[0-9.]+%$/ : $6 != "-")
 				bad = 1
-			if ($1 ~ /^uringpipe/ && $2 == "epoll" && $6 + 0 < 50)
+			if ($1 ~ /^uringpipe/ && $2 == "epoll" && $6 + 0 < 25)
 				bad = 1
 			n[k] = 1 }
 		END { c = 0; for (k in n) c++; exit bad || c != 2 * nt }' "$T/sp"; then
@@ -275,7 +277,7 @@ for r in res:
     else:
         assert len(w) == 2 and all(x is not None and x >= 0 for x in w), r
         if r["reader"] == "epoll" and mode != "early":
-            assert all(x >= 0.5 for x in w), r
+            assert all(x >= 0.25 for x in w), r
     assert len(r["reader_cpu_runs"]) == 2 and all(0 <= c <= 1.01 for c in r["reader_cpu_runs"]), r
     for p in ("p50", "p99"):
         want = r[p + "_us"] / k[r["reader"]][p + "_us"]

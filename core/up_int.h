@@ -176,7 +176,8 @@ struct up_end {
 	 * Reader: the early wake (early.c). The gap between the ends of its
 	 * waits for data, learnt; when the last ended, and whether a wake
 	 * ended it (early_late: so up to a wake's latency after the data
-	 * came, or dated back by an estimate of that, early.c); poll mode's plan for the wait in progress (0: none): the
+	 * came, or dated back by an estimate of that, early.c); poll mode's
+	 * plan for the wait in progress (0: none): the
 	 * early wake's time and when the window after it closes; how late
 	 * its timed early sleeps end, learnt (0: none yet); waits to let
 	 * pass after an early wake that missed, how many gaps in a row

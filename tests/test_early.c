@@ -347,6 +347,14 @@ static void learnt(struct up_end *r, uint8_t run, uint64_t t)
 	r->early_lat = 45000;
 }
 
+/* learnt(), then an end @dt later (@late: after a wake); the end's time. */
+static uint64_t end_after(struct up_end *r, uint8_t run, uint64_t t, uint64_t dt, bool late)
+{
+	learnt(r, run, t);
+	up__early_note(r, t + dt, late);
+	return t + dt;
+}
+
 static void jitter_keeps_gap(void)
 {
 	struct up_pipe *p;
@@ -358,9 +366,7 @@ static void jitter_keeps_gap(void)
 
 	/* A run of five, then a gap 40 us long: kept, unchanged, the run
 	 * at two; a plan still made. */
-	learnt(r, 5, t);
-	t += 240000;
-	up__early_note(r, t, false);
+	t = end_after(r, 5, t, 240000, false);
 	CHECK_EQ(r->early_hits, 2u);
 	CHECK_EQ(r->early_gap, 200000u);
 	CHECK(plan_after(r, t) != 0);
@@ -372,18 +378,14 @@ static void jitter_keeps_gap(void)
 	CHECK_EQ(plan_after(r, t), 0u);
 	/* A message 50 us early (one between two regular ones) after a
 	 * run of five: the gap is not pulled towards it. */
-	learnt(r, 5, t);
-	t += 150000;
-	up__early_note(r, t, false);
+	t = end_after(r, 5, t, 150000, false);
 	CHECK_EQ(r->early_hits, 2u);
 	CHECK_EQ(r->early_gap, 200000u);
 
 	/* A wake's end 70 us late (past a window and the 30 us a lateness
 	 * starts at), the run as short as a plan allows: kept, dated back by
 	 * the lateness learnt. */
-	learnt(r, 2, t);
-	t += 270000;
-	up__early_note(r, t, true);
+	t = end_after(r, 2, t, 270000, true);
 	CHECK_EQ(r->early_hits, 2u);
 	CHECK_EQ(r->early_gap, 200000u);
 	CHECK_EQ(r->early_seen, t - 45000);
@@ -391,29 +393,21 @@ static void jitter_keeps_gap(void)
 	CHECK(plan_after(r, t) != 0);
 	/* 40 us late, less than the lateness: dated back to when the gap
 	 * was up, no further. */
-	learnt(r, 2, t);
-	t += 240000;
-	up__early_note(r, t, true);
+	t = end_after(r, 2, t, 240000, true);
 	CHECK_EQ(r->early_hits, 2u);
 	CHECK_EQ(r->early_seen, t - 40000);
 	/* 80 us late, past a window and the lateness (75 us): a new gap. */
-	learnt(r, 2, t);
-	t += 280000;
-	up__early_note(r, t, true);
+	t = end_after(r, 2, t, 280000, true);
 	CHECK_EQ(r->early_hits, 0u);
 	CHECK_EQ(r->early_gap, 280000u);
 	CHECK_EQ(r->early_seen, t);
 	/* 60 us late with a run of one: no gap learnt yet to keep. */
-	learnt(r, 1, t);
-	t += 260000;
-	up__early_note(r, t, true);
+	t = end_after(r, 1, t, 260000, true);
 	CHECK_EQ(r->early_hits, 0u);
 	CHECK_EQ(r->early_gap, 260000u);
 	/* A wake's end 50 us before the gap (as far off as the first, but
 	 * early): the gap changed, unlearnt. */
-	learnt(r, 2, t);
-	t += 150000;
-	up__early_note(r, t, true);
+	t = end_after(r, 2, t, 150000, true);
 	CHECK_EQ(r->early_hits, 0u);
 	CHECK_EQ(r->early_gap, 150000u);
 	CHECK_EQ(plan_after(r, t), 0u);

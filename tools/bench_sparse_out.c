@@ -79,8 +79,9 @@ static struct sp_sum sp_sum(const struct opts *o, struct sp_cell (*c)[SP_RD_COUN
 }
 
 /* The median over the rounds that had a value (below 0: none, as for a
- * blocking reader, whose wait is inside its read); false for none. */
-static bool sp_had(const double *v, unsigned n, double *m)
+ * blocking reader, whose wait is inside its read), as a time ("%.2f") or,
+ * with @share, a percentage; "-" for none. */
+static void sp_med(char *b, size_t bl, const double *v, unsigned n, bool share)
 {
 	double had[MAX_REPEAT];
 	unsigned k = 0;
@@ -89,31 +90,11 @@ static bool sp_had(const double *v, unsigned n, double *m)
 		if (v[i] >= 0)
 			had[k++] = v[i];
 	if (k == 0)
-		return false;
-	*m = bench_median(had, k);
-	return true;
-}
-
-/* A part's median, or "-". */
-static void sp_part(char *b, size_t bl, const double *v, unsigned n)
-{
-	double m;
-
-	if (sp_had(v, n, &m))
-		snprintf(b, bl, "%.2f", m);
-	else
 		snprintf(b, bl, "-");
-}
-
-/* A share's median as a percentage, or "-". */
-static void sp_share(char *b, size_t bl, const double *v, unsigned n)
-{
-	double m;
-
-	if (sp_had(v, n, &m))
-		snprintf(b, bl, "%.1f%%", 100.0 * m);
+	else if (share)
+		snprintf(b, bl, "%.1f%%", 100.0 * bench_median(had, k));
 	else
-		snprintf(b, bl, "-");
+		snprintf(b, bl, "%.2f", bench_median(had, k));
 }
 
 /*
@@ -150,10 +131,10 @@ static void sp_print_parts(const struct opts *o, struct sp_cell (*c)[SP_RD_COUNT
 		int rd = at[k].rd;
 		char wc[16], wk[16], td[16], wn[24];
 
-		sp_part(wc, sizeof(wc), c[t][rd].wcall, o->repeat);
-		sp_part(wk, sizeof(wk), c[t][rd].wake, o->repeat);
-		sp_part(td, sizeof(td), c[t][rd].take, o->repeat);
-		sp_share(wn, sizeof(wn), c[t][rd].woken, o->repeat);
+		sp_med(wc, sizeof(wc), c[t][rd].wcall, o->repeat, false);
+		sp_med(wk, sizeof(wk), c[t][rd].wake, o->repeat, false);
+		sp_med(td, sizeof(td), c[t][rd].take, o->repeat, false);
+		sp_med(wn, sizeof(wn), c[t][rd].woken, o->repeat, true);
 		printf("%-12s %-8s %10s %10s %10s %8s\n", bench_tlabel[t], bench_sp_rd_name[rd],
 		       wc, wk, td, wn);
 	}

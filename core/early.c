@@ -4,7 +4,7 @@
  * section 5, "The early wake"): when a reader's waits for data end, the
  * gap between them, and when its next wait should be up before the data.
  * wait.c sleeps and spins by these plans; poll.c opens the window of a
- * UP_EARLY_POLL reader's event loop by them.
+ * poll-mode reader's event loop by them (unless UP_NO_EARLY).
  */
 #include <sched.h>
 

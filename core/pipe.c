@@ -202,7 +202,10 @@ int up_open(struct up_pipe *p, int flags, struct up_end **out)
 	if (!e)
 		return -ENOMEM;
 	e->p = p;
-	e->flags = flags;
+	/* A reader's poll mode reads ahead of regular data unless it opted
+	 * out (UP_NO_EARLY), as its blocking mode does: poll.c keys on
+	 * UP_EARLY_POLL alone. */
+	e->flags = dir == UP_RD && !(flags & UP_NO_EARLY) ? flags | UP_EARLY_POLL : flags;
 	e->spin_ns = UP_SPIN_INIT_NS;
 	e->timeout_ns = UP_NO_TIMEOUT;
 	/* The trim counts the traffic from here (reclaim.c). relaxed: a

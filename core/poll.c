@@ -105,10 +105,11 @@ int up__ring_poll_arm(struct up_end *e)
 	 * take an intact one up). */
 	if (e->parked)
 		up__ring_parked_look(e);
-	/* A reader of regular messages that asked for it (UP_EARLY_POLL;
-	 * early.c, the early wake): in its window the fd turns readable at
-	 * once, with nothing announced, so that the writer makes no wake and
-	 * the loop looks again; before it, the armed wait ends at the window. */
+	/* A reader of regular messages, unless it opted out (UP_NO_EARLY;
+	 * up_open() sets UP_EARLY_POLL otherwise; early.c, the early wake): in
+	 * its window the fd turns readable at once, with nothing announced,
+	 * so that the writer makes no wake and the loop looks again; before
+	 * it, the armed wait ends at the window. */
 	e->waker->early_ns = 0;
 	if ((e->flags & UP_EARLY_POLL) && up__early_arm(e, &e->waker->early_ns) == 1) {
 		up__ring_disarm(e);

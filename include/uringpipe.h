@@ -147,24 +147,28 @@ UP_API void up_pipe_release(struct up_pipe *p);
 #define UP_RD       0x1
 #define UP_WR       0x2
 #define UP_NONBLOCK 0x4
-/* Since 0.2, readers only: in poll mode (up_poll_arm), read ahead of data
- * that comes at a steady gap. Once a few gaps agree, the armed fd turns
- * readable a little before the next message is due, and arming again in
- * the short window around it makes the fd readable at once, with nothing
- * announced, so the event loop polls through the window and the writer
- * makes no wake: reading within microseconds of the write instead of a
- * wake's latency, for the window's CPU (the loop's rounds). Such readiness
- * comes without data by design; a window that runs out backs off. Both
- * wake backends. A blocking reader does the same by default (it holds no
- * loop). */
+/* Since 0.2, readers only, and what a reader does unless it opens with
+ * UP_NO_EARLY (so asking for it changes nothing): in poll mode
+ * (up_poll_arm), read ahead of data that comes at a steady gap. Once a few
+ * gaps agree, the armed fd turns readable a little before the next message
+ * is due, and arming again in the short window around it makes the fd
+ * readable at once, with nothing announced, so the event loop polls
+ * through the window and the writer makes no wake: reading within
+ * microseconds of the write instead of a wake's latency, for the window's
+ * CPU (the loop's rounds, each yielding). Such readiness comes without
+ * data by design, as up_poll_arm() allows: a loop must read until -EAGAIN
+ * and arm again, never take readiness for a message. A window that runs
+ * out backs off. Both wake backends. A blocking reader does the same (it
+ * holds no loop). */
 #define UP_EARLY_POLL 0x10
-/* Since 0.2, readers only: sleep rather than spin for sparse data. A
+/* Since 0.2, readers only: sleep rather than read ahead of sparse data. A
  * blocking reader whose data comes at a steady gap sleeps until the writer
  * wakes it, as a pipe(7) reader does, instead of waking a little ahead and
  * spinning for the message (a fifth of a core at a 200 us gap, for
  * microseconds of latency where a wake costs tens); and its spin before a
  * sleep stays at the first 20 us, never grown to cover gaps up to 100 us
- * (a whole core at a 50 us gap). Not with UP_EARLY_POLL. */
+ * (a whole core at a 50 us gap). In poll mode its fd is never made
+ * readable ahead of data. Not with UP_EARLY_POLL. */
 #define UP_NO_EARLY 0x20
 
 /*
@@ -337,7 +341,9 @@ UP_API int up_stats(const struct up_pipe *p, struct up_stats *st);
  * once, nothing was armed), 0 once armed (wait for the fd, then retry the
  * call, which disarms), -EOPNOTSUPP, -EPROTO, or on the futex backend
  * -ENOMEM or -EMFILE (no helper thread). Readiness may be spurious:
- * retrying can give -EAGAIN again; arm again then. (On io_uring a wait
+ * retrying can give -EAGAIN again; arm again then. A reader's fd turns
+ * readable ahead of data that comes at a steady gap, on purpose, unless
+ * it opened with UP_NO_EARLY (UP_EARLY_POLL says how). (On io_uring a wait
  * ended by a same-process writer's poke may stay in the kernel for the
  * next arm to take up without a system call; the fd can then turn
  * readable once more, and the next call that returns -EAGAIN resets it.)

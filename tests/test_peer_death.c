@@ -36,8 +36,9 @@
  * writer_dies_paced_*: the victim writer sends a record every 1 ms, a
  * steady gap the survivor reader learns, so that it wakes early for them
  * (core/early.c): blocking, it sleeps until just before each and spins; in
- * poll mode with UP_EARLY_POLL, its fd turns readable ahead of each and
- * its loop polls through the window, with no peer watched. Killed at any
+ * poll mode (UP_EARLY_POLL, the default), its fd turns readable ahead of
+ * each and its loop polls through the window, with no peer watched. The
+ * other poll-mode survivor readers open with UP_NO_EARLY. Killed at any
  * point of that, the writer's death must still reach it within the bound.
  * Each rep kills only after its survivor has caught a record early (else
  * the case proves nothing about the early paths); one that has not within
@@ -571,8 +572,11 @@ static uint64_t kill_once(enum kcase kc, int rep)
 	g_vpaced = kc == WRITER_PACED;
 	/* The survivor's end exists before the victim's: neither side can
 	 * see the other's role count at zero before both are open. */
+	/* A survivor reader in poll mode reads ahead of a paced stream by
+	 * default: without g_early it opts out, for the plain armed wait. */
 	CHECK_OK(up_open(p, (writer_victim ? UP_RD : UP_WR) | (g_nb ? UP_NONBLOCK : 0) |
-				    (g_early ? UP_EARLY_POLL : 0),
+				    (g_early ? UP_EARLY_POLL : 0) |
+				    (writer_victim && g_poll && !g_early ? UP_NO_EARLY : 0),
 			 &s.e));
 	pid = fork_victim(&s, p, writer_victim, nrec, stream, &victim);
 	/* The victim's end is open before the survivor starts. Polled. */

@@ -78,8 +78,8 @@ struct opts {
 			     * kernel pipe, and what --vs adds */
 	bool sparse;        /* --sparse instead of the throughput runs */
 	unsigned gaps[MAX_GAPS], ngaps; /* --sparse gaps, µs */
-	bool early_poll;    /* --early-poll: uringpipe's epoll readers UP_EARLY_POLL */
-	bool no_early;      /* --no-early: uringpipe's blocking readers UP_NO_EARLY */
+	bool early_poll;    /* --early-poll: the default, accepted for scripts */
+	bool no_early;      /* --no-early: uringpipe's readers UP_NO_EARLY */
 };
 
 /* The reader's bytes per call for @size-byte writes (--read-size). */

@@ -53,10 +53,10 @@ static void usage(FILE *f)
 "                   every --gap us, CLOCK_MONOTONIC from the write to the read,\n"
 "                   a blocking and an epoll reader; p50, p99, max\n"
 "  --gap LIST       --sparse gaps in us, comma separated (default 50,200,1000)\n"
-"  --early-poll     --sparse: uringpipe's epoll readers open with UP_EARLY_POLL\n"
-"                   (the fd turns readable ahead of regular data)\n"
-"  --no-early       --sparse: uringpipe's blocking readers open with\n"
-"                   UP_NO_EARLY (they sleep until woken, as a pipe's do)\n"
+"  --no-early       --sparse: uringpipe's readers, blocking and epoll, open\n"
+"                   with UP_NO_EARLY: they sleep until woken, as a pipe's do,\n"
+"                   instead of reading ahead of regular data (the default)\n"
+"  --early-poll     --sparse: the default (accepted for scripts)\n"
 "  --capacity N     pipe capacity for both transports (default 1M);\n"
 "                   the kernel pipe gets F_SETPIPE_SZ\n"
 "  --bytes N        bytes per run for every size and transport (default:\n"
@@ -362,7 +362,9 @@ void bench_parse_args(int argc, char **argv, struct opts *o)
 	if (o->early_poll && !o->sparse)
 		bad_usage("--early-poll is for --sparse's epoll readers");
 	if (o->no_early && !o->sparse)
-		bad_usage("--no-early is for --sparse's blocking readers");
+		bad_usage("--no-early is for --sparse's readers");
+	if (o->no_early && o->early_poll)
+		bad_usage("--early-poll and --no-early ask for opposites");
 	if (o->bytes && o->bytes < o->writers)
 		bad_usage("--bytes: %" PRIu64 " is less than one byte per writer", o->bytes);
 }

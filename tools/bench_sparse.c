@@ -323,8 +323,7 @@ static void sp_open_uring(struct sp_run *sr)
 		r = up_open(p, UP_WR, &sr->ws[0].end);
 	if (r == 0)
 		r = up_open(p, UP_RD | (sr->rd == SP_RD_EPOLL ? UP_NONBLOCK : 0) |
-				       (sr->rd == SP_RD_EPOLL && sr->o->early_poll ? UP_EARLY_POLL : 0) |
-				       (sr->rd != SP_RD_EPOLL && sr->o->no_early ? UP_NO_EARLY : 0),
+				       (sr->o->no_early ? UP_NO_EARLY : 0),
 			    &sr->ws[1].end);
 	if (r < 0)
 		bench_die("--sparse: making a uringpipe: %s", up_strerror(r));
@@ -480,7 +479,7 @@ void bench_sparse(const struct opts *o, const struct env *env)
 		       "\"repeat\":%u,\"writer_cpu\":%d,\"reader_cpu\":%d,\"run_time\":%.3f,"
 		       "\"early_poll\":%s,\"no_early\":%s,",
 		       UP_VERSION_STRING, SPARSE_MSG, o->capacity, env->backend, o->repeat,
-		       env->cpu[0], env->cpu[1], o->run_time, o->early_poll ? "true" : "false",
+		       env->cpu[0], env->cpu[1], o->run_time, o->no_early ? "false" : "true",
 		       o->no_early ? "true" : "false");
 		bench_json_transports(o, env);
 		printf(",\"gaps\":[");
@@ -491,11 +490,11 @@ void bench_sparse(const struct opts *o, const struct env *env)
 		       " median over %u\n  round%s of p50/p99, max over rounds; p99 rounds: the lowest and"
 		       " highest\n  round's p99, the spread a p99 ratio must clear to mean anything;"
 		       "\n  rd cpu: the reader thread's CPU time over its run's wall time, median\n"
-		       "%s%s",
+		       "%s",
 		       SPARSE_MSG,
 		       env->cpu[1] >= 0 ? " (pinned)" : "", o->repeat, o->repeat == 1 ? "" : "s",
-		       o->early_poll ? "  uringpipe's epoll readers: UP_EARLY_POLL (--early-poll)\n" : "",
-		       o->no_early ? "  uringpipe's blocking readers: UP_NO_EARLY (--no-early)\n" : "");
+		       o->no_early ? "  uringpipe's readers: UP_NO_EARLY (--no-early), woken as a"
+				     " pipe's are\n" : "");
 	}
 	for (unsigned g = 0; g < o->ngaps; g++) {
 		unsigned gap = o->gaps[g];

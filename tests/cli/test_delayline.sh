@@ -27,7 +27,10 @@ netns_extra_cleanup() { [ -z "$DLPID" ] || kill "$DLPID" 2>/dev/null; }
 netns_pair dl
 
 # line OPTION...: the delay line between the namespaces, addressed and up.
+# The last line's "ready" is removed first: the new one's shell truncates
+# dl.out only once it runs, so a look before then would find the old word.
 line() {
+	rm -f "$T/dl.out" "$T/dl.err"
 	"$DL" "$@" "$NA" "$NB" >"$T/dl.out" 2>"$T/dl.err" &
 	DLPID=$!
 	for _ in $(seq 1 500); do

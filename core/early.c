@@ -21,10 +21,12 @@
  *   unannounced and re-checks, so the handshake is the one wait.c has;
  * - the spin is bounded (three leads at most) and made only after
  *   UP_EARLY_HITS gaps in a row agreed; one that runs out unlearns the gap
- *   and lets the next 2^misses waits pass, so traffic that is not regular
- *   pays a spin on a vanishing share of its waits.
+ *   and lets the next 2^misses waits pass (but for one in a long run,
+ *   up__early_miss()), so traffic that is not regular pays a spin on a
+ *   vanishing share of its waits.
  */
 #define UP_EARLY_HITS 2u
+#define UP_EARLY_FORGIVE_HITS 16u
 #define UP_EARLY_SKIP_SHIFT_MAX 10u
 /* Shorter early sleeps are not worth their system call: spin instead. */
 #define UP_EARLY_SLEEP_MIN_NS 20000u
@@ -82,6 +84,22 @@ static uint64_t gap_off(uint64_t d, uint32_t gap)
 	return d > gap ? d - gap : gap - d;
 }
 
+/* How far the time between two ends may be from the gap @gap and still
+ * agree with it: a window, or the lateness @lat if that is more, but no
+ * more than half the gap (or traffic that is not regular would look so).
+ * A writer paced by its own timer wakes about as late as our timers do,
+ * and by a different amount each time: on a VM its gaps move by 25-60 us,
+ * more than a 200 us gap's window, and every gap that disagreed twice in
+ * a row cost the next waits their plans. */
+static uint64_t early_agree(uint32_t gap, uint64_t lat)
+{
+	uint64_t w = early_window(gap);
+
+	if (lat > gap / 2)
+		lat = gap / 2;
+	return w > lat ? w : lat;
+}
+
 /*
  * A wait for data ended with data at @now, seen by a spin (on time) or
  * after a wake (@late): learn the gap between such ends.
@@ -90,13 +108,13 @@ static uint64_t gap_off(uint64_t d, uint32_t gap)
  * measurement that disagrees, because every one that is thrown away costs
  * the next UP_EARLY_HITS waits a wake, and on a VM a paced writer's own
  * wake moves its gaps by more than a window now and then. So:
- * - an end after a wake, later than the gap by up to a window and the
- *   learnt lateness, keeps the gap and the run: the wake's latency says
- *   nothing about the gap. Its time is taken back by the lateness, but
- *   never to before the gap was up (the data came about then; dated at
- *   the wake, the next plan would start that late as well, and be woken
- *   again; dated before the data, the next gap would look long);
- * - after a run longer than UP_EARLY_HITS, one gap outside the window
+ * - an end after a wake, later than the gap by more than early_agree()
+ *   but up to a window and the learnt lateness, keeps the gap and the run:
+ *   the wake's latency says nothing about the gap. Its time is taken back
+ *   by the lateness, which leaves it after the gap was up (the data came
+ *   about then; dated at the wake, the next plan would start that late as
+ *   well, and be woken again);
+ * - after a run longer than UP_EARLY_HITS, one gap outside early_agree()
  *   leaves the gap as it is and the run at UP_EARLY_HITS: a second in a
  *   row is a new gap. Not followed: a message between two regular ones
  *   would pull the gap a quarter of the way to its own.
@@ -112,7 +130,7 @@ void up__early_note(struct up_end *e, uint64_t now, bool late)
 	if (e->early_seen == 0 || d >= UP_EARLY_GAP_MAX_NS) {
 		e->early_gap = 0;
 		e->early_hits = 0;
-	} else if (e->early_gap != 0 && gap_off(d, e->early_gap) <= early_window(e->early_gap)) {
+	} else if (e->early_gap != 0 && gap_off(d, e->early_gap) <= early_agree(e->early_gap, lat)) {
 		/* Follow a drifting gap by a quarter of each difference. */
 		e->early_gap = (uint32_t)(d > e->early_gap ? e->early_gap + (d - e->early_gap) / 4
 						       : e->early_gap - (e->early_gap - d) / 4);
@@ -120,8 +138,8 @@ void up__early_note(struct up_end *e, uint64_t now, bool late)
 			e->early_hits++;
 	} else if (late && e->early_hits >= UP_EARLY_HITS && d > e->early_gap &&
 		   d - e->early_gap <= early_window(e->early_gap) + lat) {
-		/* d > early_gap > 0 here (a run has a gap). */
-		now -= lat < d - e->early_gap ? lat : d - e->early_gap;
+		/* d - early_gap > lat here: early_agree() took the rest. */
+		now -= lat;
 	} else if (e->early_gap != 0 && e->early_hits > UP_EARLY_HITS) {
 		e->early_hits = UP_EARLY_HITS;
 	} else {
@@ -169,10 +187,20 @@ uint64_t up__early_due(struct up_end *e, uint64_t now, bool slack, uint64_t *unt
 }
 
 /* An early wake ran out before the data: unlearn the gap, and let the
- * next 2^misses waits pass without one. */
+ * next 2^misses waits pass without one. After UP_EARLY_FORGIVE_HITS gaps
+ * in a row agreed, one miss is the writer's own lateness, not a new gap:
+ * the gap stays and the run goes back to just over a plan's, so that the
+ * late end that follows keeps it (up__early_note()) and a second miss
+ * before the run is that long again unlearns it. Unlearnt, it would cost
+ * the next waits their plans while two gaps agreed again, each of them a
+ * wake. */
 void up__early_miss(struct up_end *e)
 {
 	up__count(&e->c.early_misses, 1);
+	if (e->early_hits >= UP_EARLY_FORGIVE_HITS) {
+		e->early_hits = UP_EARLY_HITS + 1;
+		return;
+	}
 	e->early_gap = 0;
 	e->early_hits = 0;
 	e->early_skip = (uint16_t)(1u << e->early_misses);
@@ -201,9 +229,13 @@ int up__early_arm(struct up_end *e, uint64_t *early_ns)
 	if (e->early_until == 0) {
 		if (e->early_skip == 0 && e->early_hits >= UP_EARLY_HITS &&
 		    e->early_gap <= UP_SPIN_MAX_NS) {
+			uint64_t win = early_window(e->early_gap), lead = early_lead(e);
+
 			e->early_wake = now;
 			e->early_timed = false;
-			until = e->early_seen + e->early_gap + early_window(e->early_gap);
+			/* Past the due time as a timed plan's window is: a
+			 * writer paced by its own timer is as late as ours. */
+			until = e->early_seen + e->early_gap + (win > lead ? win : lead);
 		} else {
 			/* The arm's timed end is the backend's own: an
 			 * io_uring timeout, or the futex helper's wait, whose

@@ -111,9 +111,10 @@ static uint64_t early_agree(uint32_t gap, uint64_t lat)
  * - an end after a wake, later than the gap by more than early_agree()
  *   but up to a window and the learnt lateness, keeps the gap and the run:
  *   the wake's latency says nothing about the gap. Its time is taken back
- *   by the lateness, which leaves it after the gap was up (the data came
+ *   by the lateness, but never to before the gap was up (the data came
  *   about then; dated at the wake, the next plan would start that late as
- *   well, and be woken again);
+ *   well, and be woken again; dated before it, the next gap would look
+ *   long);
  * - after a run longer than UP_EARLY_HITS, one gap outside early_agree()
  *   leaves the gap as it is and the run at UP_EARLY_HITS: a second in a
  *   row is a new gap. Not followed: a message between two regular ones
@@ -138,8 +139,9 @@ void up__early_note(struct up_end *e, uint64_t now, bool late)
 			e->early_hits++;
 	} else if (late && e->early_hits >= UP_EARLY_HITS && d > e->early_gap &&
 		   d - e->early_gap <= early_window(e->early_gap) + lat) {
-		/* d - early_gap > lat here: early_agree() took the rest. */
-		now -= lat;
+		/* d > early_gap > 0 here (a run has a gap); d - early_gap can
+		 * be under lat where early_agree() stopped at half the gap. */
+		now -= lat < d - e->early_gap ? lat : d - e->early_gap;
 	} else if (e->early_gap != 0 && e->early_hits > UP_EARLY_HITS) {
 		e->early_hits = UP_EARLY_HITS;
 	} else {
@@ -231,11 +233,15 @@ int up__early_arm(struct up_end *e, uint64_t *early_ns)
 		    e->early_gap <= UP_SPIN_MAX_NS) {
 			uint64_t win = early_window(e->early_gap), lead = early_lead(e);
 
-			e->early_wake = now;
-			e->early_timed = false;
 			/* Past the due time as a timed plan's window is: a
 			 * writer paced by its own timer is as late as ours. */
 			until = e->early_seen + e->early_gap + (win > lead ? win : lead);
+			/* Armed after such a window (a tick, a loop that came
+			 * late): none opened, so none missed. */
+			if (until <= now)
+				return 0;
+			e->early_wake = now;
+			e->early_timed = false;
 		} else {
 			/* The arm's timed end is the backend's own: an
 			 * io_uring timeout, or the futex helper's wait, whose

@@ -424,6 +424,16 @@ static void jitter_keeps_gap(void)
 	CHECK_EQ(r->early_hits, 0u);
 	CHECK_EQ(r->early_gap, 150000u);
 	CHECK_EQ(plan_after(r, t), 0u);
+	/* A wake's end 110 us late with a lateness of 140 us: past half
+	 * the gap, so it does not agree, but kept (a window and the lateness)
+	 * and dated back to when the gap was up, not by all the lateness. */
+	learnt(r, 2, t);
+	r->early_lat = 140000;
+	up__early_note(r, t + 310000, true);
+	CHECK_EQ(r->early_hits, 2u);
+	CHECK_EQ(r->early_gap, 200000u);
+	CHECK_EQ(r->early_seen, t + 200000);
+	t += 310000;
 	/* A lateness of 150 us agrees within half the gap at most: a gap
 	 * 110 us long is odd. */
 	learnt(r, 5, t);
@@ -432,6 +442,42 @@ static void jitter_keeps_gap(void)
 	up__early_note(r, t, false);
 	CHECK_EQ(r->early_hits, 2u);
 	CHECK_EQ(r->early_gap, 200000u);
+	up_close(r);
+	up_pipe_release(p);
+}
+
+/*
+ * An event loop's window for a gap short enough to spin through (80 us)
+ * opens at once and closes the larger of a window (30 us) and the lead
+ * (45 us learnt: 61.25 us) past the due time, as a timed plan's does: a
+ * writer paced by its timer is as late as the reader's timers. A loop
+ * that arms only after that time (a tick) opens no window, so misses
+ * nothing and keeps the gap.
+ */
+static void poll_short_gap_window(void)
+{
+	struct up_pipe *p;
+	struct up_end *r;
+	uint64_t ns = 0, t;
+
+	CHECK_OK(up_pipe_create(NULL, &p));
+	CHECK_OK(up_open(p, UP_RD | UP_NONBLOCK, &r));
+	/* Both wake backends have poll mode's early window. */
+	CHECK(r->waker->ops->arm_now != NULL);
+	t = harness_now_ns();
+	learnt(r, 2, t);
+	r->early_gap = 80000;
+	r->early_until = 0;
+	CHECK_EQ(up__early_arm(r, &ns), 1);
+	CHECK_EQ(r->early_until, t + 80000 + 61250);
+	/* Past that window: no plan, no miss. */
+	r->early_until = 0;
+	r->early_seen = harness_now_ns() - 1000000;
+	CHECK_EQ(up__early_arm(r, &ns), 0);
+	CHECK_EQ(r->early_until, 0u);
+	CHECK_EQ(atomic_load(&r->c.early_misses), 0u);
+	CHECK_EQ(r->early_gap, 80000u);
+	CHECK_EQ(r->early_hits, 2u);
 	up_close(r);
 	up_pipe_release(p);
 }
@@ -531,6 +577,7 @@ int main(int argc, char **argv)
 	RUN(large_lateness_goes_down);
 	RUN(jitter_keeps_gap);
 	RUN(long_run_forgives_one_miss);
+	RUN(poll_short_gap_window);
 	RUN(no_early_sleeps);
 	RUN(no_early_keeps_spin_short);
 	return 0;

@@ -3,7 +3,8 @@
  * up_pollfd_lat - wake latency through up_pollfd(): from the start of a
  * 8-byte up_write() to the return of the epoll_wait() of a loop armed on
  * the reader (and to the up_read() that gets the bytes), on both wake
- * backends in one run.
+ * backends in one run. The reader opens with UP_NO_EARLY: the rounds come
+ * at a steady pace, and an early readiness would be no wake to time.
  *
  * Usage: uringpipe-pollfd-lat [--rounds N] [--blocks B] [--gap-us U] [--process]
  *
@@ -159,7 +160,7 @@ static void block(bool futex, uint64_t *wake, uint64_t *got, char *backend, size
 		die("up_pipe_create", e);
 	if ((e = up_pipe_create(NULL, &q)) < 0)
 		die("up_pipe_create", e);
-	if ((e = up_open(p, UP_WR, &r.pw)) < 0 || (e = up_open(p, UP_RD | UP_NONBLOCK, &r.pr)) < 0 ||
+	if ((e = up_open(p, UP_WR, &r.pw)) < 0 || (e = up_open(p, UP_RD | UP_NONBLOCK | UP_NO_EARLY, &r.pr)) < 0 ||
 	    (e = up_open(q, UP_WR, &r.qw)) < 0 || (e = up_open(q, UP_RD, &r.qr)) < 0)
 		die("up_open", e);
 	up_stats(p, &st);

@@ -63,19 +63,36 @@ static uint64_t early_lead(const struct up_end *e)
  * Where the sleep overran by the thread's timer slack (@slack), that is
  * not learnt: up__early_due() plans it in apart, and a lead that held it
  * too would take it off twice, leaving a 200 us gap no room to sleep. */
-void up__early_lateness(struct up_end *e, uint64_t late_ns, bool slack)
+static uint64_t lateness_of(uint64_t late_ns, bool slack)
 {
 	if (slack) {
 		uint64_t s = up__timer_slack_ns();
 
 		late_ns = late_ns > s ? late_ns - s : 0;
 	}
-	if (late_ns > UP_EARLY_LAT_MAX_NS)
-		late_ns = UP_EARLY_LAT_MAX_NS;
+	return late_ns > UP_EARLY_LAT_MAX_NS ? UP_EARLY_LAT_MAX_NS : late_ns;
+}
+
+void up__early_lateness(struct up_end *e, uint64_t late_ns, bool slack)
+{
+	late_ns = lateness_of(late_ns, slack);
 	if (late_ns >= e->early_lat)
 		e->early_lat = (uint32_t)late_ns;
 	else
 		e->early_lat -= (uint32_t)((e->early_lat - late_ns) / 16);
+}
+
+/* A wait planned to end early was ended by data @late_ns past its early
+ * wake, the timed end not yet seen: that end is at least so late. Only a
+ * bound, so it raises the lateness and never lowers it. Without it a timer
+ * always later than the lead (a loaded machine, a slow helper thread)
+ * lost every race to the data, was never seen late, and the lead never
+ * grew to let it win: no message was ever caught. */
+void up__early_late_bound(struct up_end *e, uint64_t late_ns, bool slack)
+{
+	late_ns = lateness_of(late_ns, slack);
+	if (late_ns > e->early_lat)
+		e->early_lat = (uint32_t)late_ns;
 }
 
 /* How far the time @d between two ends is from the gap @gap. */

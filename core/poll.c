@@ -24,6 +24,12 @@ static void early_disarmed(struct up_end *e, bool quiet)
 	e->early_polling = false;
 	now = up__now_ns();
 	if (e->early_until != 0 && now >= e->early_wake) {
+		/* The timed end had not reached the loop before the data
+		 * did (a first look in the window clears early_timed). */
+		if (e->early_timed) {
+			up__early_late_bound(e, now - e->early_wake, false);
+			e->early_timed = false;
+		}
 		if (quiet)
 			up__count(&e->c.early, 1);
 		up__count(&e->c.early_spin_ns, now - e->early_wake);

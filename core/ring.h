@@ -188,6 +188,7 @@ void up__early_note(struct up_end *e, uint64_t now, bool late);
 uint64_t up__early_due(struct up_end *e, uint64_t now, bool slack, uint64_t *until);
 void up__early_miss(struct up_end *e);
 void up__early_lateness(struct up_end *e, uint64_t late_ns, bool slack);
+void up__early_late_bound(struct up_end *e, uint64_t late_ns, bool slack);
 int up__early_arm(struct up_end *e, uint64_t *early_ns);
 int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct up_end *),
 		   uint32_t peer_role);

@@ -400,6 +400,10 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 			}
 			else if (r == -ETIMEDOUT)
 				up__count(&e->c.timeouts, 1);
+			/* Woken past the early wake, its timer not seen: that
+			 * timer is at least so late. */
+			else if (r == 0 && early != 0 && up__now_ns() >= early)
+				up__early_late_bound(e, up__now_ns() - early, e->waker->ops->slack);
 			/* Up again: let the next progress wake another sleeper
 			 * (wakes for data are for one sleeper).
 			 * [wait] sc: pairs with [wait] sc in up__wake_line_slow(). */

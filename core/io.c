@@ -296,12 +296,19 @@ static __attribute__((noinline)) ssize_t consume_peek_general(struct up_end *r, 
  */
 ssize_t up_consume_peek(struct up_end *r, size_t n, struct iovec *iov, int *iovcnt)
 {
+	ssize_t s;
+
 	/* The peek's argument errors come first too: after the consume, an
 	 * -EINVAL would say nothing was consumed when something was. */
 	if (!r || !iov || !iovcnt || *iovcnt <= 0)
 		return -EINVAL;
 	if (!(r->flags & UP_RD))
 		return -EBADF;
+	s = up__consume_peek_small(r, n, iov, iovcnt);
+	if (up__likely(s > 0))
+		return s;
+	if (s < 0)
+		return up_peek(r, iov, iovcnt);
 	if (!up__consume_small_entry(r, n))
 		return consume_peek_general(r, n, iov, iovcnt);
 	return up_peek(r, iov, iovcnt);

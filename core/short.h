@@ -264,4 +264,58 @@ static inline bool up__consume_small_entry(struct up_end *rd, size_t n)
 	return true;
 }
 
+/*
+ * up_consume_peek()'s short way: the consume of up__consume_small_entry()'s
+ * first case and the fresh peek of up__peek_small() in one, without leaving
+ * the readers' lock in between, as up__commit_reserve_small() does for a
+ * writer. A reader of messages in place is bound by its calls: the leave
+ * and the entry, and the second call's checks, were a third of its work
+ * per message. Staying inside is allowed by the bias (a revoker waits
+ * while the owner is inside, bias.h), and a revoker's mark, or a reader
+ * asleep that the consume must wake, sends the call the usual way.
+ * Returns the bytes shown (the call is done, the lock still held); 0 when
+ * declined, nothing done; -1 when consumed and the lock let go, the peek
+ * still to make (io.c).
+ */
+static inline ssize_t up__consume_peek_small(struct up_end *rd, size_t n, struct iovec *iov,
+					     int *iovcnt)
+{
+	struct up_pipe *p = rd->p;
+	struct up_shm_lines *ln = p->ln;
+	uint32_t off;
+
+	if (!rd->peek_locked || !rd->peek_fast || !rd->biased || n == 0 || n >= rd->peek_shown ||
+	    n >= rd->fin_len - rd->peek_off)
+		return 0;
+	off = rd->peek_off + (uint32_t)n;
+	/* [tail] rel: up__pos_store_own(), as in up__consume_small_entry();
+	 * pairs with [tail] acq in up__publish(). */
+	up__pos_store_own(rd, up__pos(rd->fin_t, off));
+	up__count(&rd->c.bytes_read, (uint64_t)n);
+	up__count(&rd->c.reads, 1);
+	rd->peek_want = n;
+	/* The next peek's short way would show the rest of the kept slot if it
+	 * holds @n bytes (up__peek_small()); the lock is still ours and the
+	 * position ours, so up__fin_here() holds at @off. */
+	if (up__unlikely(rd->fin_len - off < n || (rd->fin_last && up__streak_full(rd)) ||
+			 rd->armed || up__is_broken(p) ||
+			 /* relaxed: as in up__commit_reserve_small(). */
+			 (atomic_load_explicit(&ln->rlock.bias, memory_order_relaxed) &
+			  UP_BIAS_REVOKE) ||
+			 /* [wait] sc: after our tail store, as up__chain_wake();
+			  * pairs with [wait] sc in up__wait_ready(). */
+			 atomic_load_explicit(&ln->rd_wait.nwait, memory_order_seq_cst) != 0)) {
+		up__peek_unlock(rd);
+		up__chain_wake(rd);
+		return -1;
+	}
+	rd->peek_off = off;
+	iov[0].iov_base = up__page_ptr(p, rd->fin_pg) + off;
+	iov[0].iov_len = rd->fin_len - off;
+	*iovcnt = 1;
+	rd->caught = false; /* data left: the streak stays as it is */
+	rd->peek_shown = iov[0].iov_len;
+	return (ssize_t)rd->peek_shown;
+}
+
 #endif /* UP_CORE_SHORT_H */

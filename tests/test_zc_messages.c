@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 
 #include "sem_common.h"
+#include "up_int.h"
 
 /* Messages of @len bytes into a pipe of 4 KiB pages, one call each: every
  * reservation follows the last in its page until the page has no room, the
@@ -355,6 +356,98 @@ static void consume_wakes_a_full_writer(void)
 	up_pipe_release(p);
 }
 
+/*
+ * up_consume_peek() stays inside the readers' lock from one message to the
+ * next (its short way, short.h), so it must leave the way the consume and
+ * the peek did apart wherever that matters: a reader asleep on the line is
+ * woken for the data left behind, and another reader that wants the lock
+ * gets it after the call in which the owner sees its mark. Data shown stays
+ * right throughout.
+ */
+static void consume_peek_lets_go(void)
+{
+	struct up_pipe *p = mk_pipe(16 * KiB, 4096);
+	struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK), *w = mk_end(p, UP_WR), *r2;
+	_Atomic uint32_t *nwait = &r->p->ln->rd_wait.nwait, *pending = &r->p->ln->rd_wait.pending;
+	const size_t len = 40;
+	unsigned char buf[40];
+	struct iovec iov[4];
+	uint64_t off = 0;
+	int cnt = 4, i;
+	ssize_t n;
+
+	for (i = 0; i < 60; i++)
+		write_pat(w, 53, (uint64_t)i * len, len);
+	n = up_peek(r, iov, &cnt);
+	for (i = 0; i < 3; i++) {
+		CHECK(n >= (ssize_t)len);
+		CHECK_EQ(harness_verify(53, off, iov[0].iov_base, len), (size_t)-1);
+		off += len;
+		cnt = 4;
+		n = up_consume_peek(r, len, iov, &cnt);
+	}
+	CHECK(r->biased && r->peek_locked);
+	/* A sleeper on the line, by hand (none really asleep): the consume
+	 * wakes it for what is left. */
+	atomic_store(nwait, 1);
+	atomic_store(pending, 0);
+	CHECK_EQ(harness_verify(53, off, iov[0].iov_base, len), (size_t)-1);
+	off += len;
+	cnt = 4;
+	n = up_consume_peek(r, len, iov, &cnt);
+	CHECK_EQ(atomic_load(pending), 1u);
+	atomic_store(nwait, 0);
+	atomic_store(pending, 0);
+	CHECK(n >= (ssize_t)len);
+	CHECK_EQ(harness_verify(53, off, iov[0].iov_base, len), (size_t)-1);
+	/* Another reader finds the lock held (between peek and consume) and
+	 * leaves its mark; the owner's next call lets the bias go. */
+	r2 = mk_end(p, UP_RD | UP_NONBLOCK);
+	CHECK_EQ(up_read(r2, buf, len), -EAGAIN);
+	off += len;
+	cnt = 4;
+	n = up_consume_peek(r, len, iov, &cnt);
+	CHECK(!r->biased);
+	CHECK(n >= (ssize_t)len);
+	CHECK_EQ(harness_verify(53, off, iov[0].iov_base, len), (size_t)-1);
+	/* Consumed without a peek: the lock is free, and the other reader
+	 * reads on where this one stopped. */
+	off += len;
+	CHECK_OK(up_consume(r, len));
+	CHECK_EQ(up_read(r2, buf, len), (ssize_t)len);
+	CHECK_EQ(harness_verify(53, off, buf, len), (size_t)-1);
+	CHECK_OK(up_close(w));
+	CHECK_OK(up_close(r2));
+	CHECK_OK(up_close(r));
+	up_pipe_release(p);
+}
+
+/* The peek after a consume shows all that is readable, not just what the
+ * reader saw of its slot before: 100 bytes peeked and 10 consumed, 100
+ * more written to the same page, 60 consumed; the 30 left of what was
+ * seen are not the rest. */
+static void consume_peek_shows_what_came(void)
+{
+	struct up_pipe *p = mk_pipe(16 * KiB, 4096);
+	struct up_end *r = mk_end(p, UP_RD | UP_NONBLOCK), *w = mk_end(p, UP_WR);
+	struct iovec iov[4];
+	int cnt = 4;
+	ssize_t n;
+
+	write_pat(w, 54, 0, 100);
+	CHECK_EQ(up_peek(r, iov, &cnt), (ssize_t)100);
+	cnt = 4;
+	CHECK_EQ(up_consume_peek(r, 10, iov, &cnt), (ssize_t)90);
+	write_pat(w, 54, 100, 100);
+	cnt = 4;
+	n = up_consume_peek(r, 60, iov, &cnt);
+	CHECK_EQ(n, (ssize_t)130);
+	CHECK_EQ(harness_verify(54, 70, iov[0].iov_base, iov[0].iov_len), (size_t)-1);
+	CHECK_OK(up_close(w));
+	CHECK_OK(up_close(r));
+	up_pipe_release(p);
+}
+
 int main(int argc, char **argv)
 {
 	sem_init(argc, argv);
@@ -365,5 +458,7 @@ int main(int argc, char **argv)
 	RUN(messages_read_one_call_each);
 	RUN(consume_peek_errors);
 	RUN(consume_wakes_a_full_writer);
+	RUN(consume_peek_lets_go);
+	RUN(consume_peek_shows_what_came);
 	return 0;
 }

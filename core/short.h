@@ -284,9 +284,13 @@ static inline ssize_t up__consume_peek_small(struct up_end *rd, size_t n, struct
 	struct up_shm_lines *ln = p->ln;
 	uint32_t off;
 
-	if (!rd->peek_locked || !rd->peek_fast || !rd->biased || n == 0 || n >= rd->peek_shown ||
+	if (!rd->peek_locked || !rd->peek_fast || !rd->biased || n == 0 ||
 	    n >= rd->fin_len - rd->peek_off)
 		return 0;
+	/* As every entry through the bias does (up__bias_enter_own()): a
+	 * claim stored into our held word by a peer lasts until our next
+	 * call, whichever way it takes the lock. */
+	up__held_check(rd);
 	off = rd->peek_off + (uint32_t)n;
 	/* [tail] rel: up__pos_store_own(), as in up__consume_small_entry();
 	 * pairs with [tail] acq in up__publish(). */
@@ -296,9 +300,10 @@ static inline ssize_t up__consume_peek_small(struct up_end *rd, size_t n, struct
 	rd->peek_want = n;
 	/* The next peek's short way would show the rest of the kept slot if it
 	 * holds @n bytes (up__peek_small()); the lock is still ours and the
-	 * position ours, so up__fin_here() holds at @off. */
-	if (up__unlikely(rd->fin_len - off < n || (rd->fin_last && up__streak_full(rd)) ||
-			 rd->armed || up__is_broken(p) ||
+	 * position ours, so up__fin_here() holds at @off, and
+	 * up__fin_usable() still holds from the short peek that set
+	 * peek_fast (only the general ways change the streak). */
+	if (up__unlikely(rd->fin_len - off < n || rd->armed || up__is_broken(p) ||
 			 /* relaxed: as in up__commit_reserve_small(). */
 			 (atomic_load_explicit(&ln->rlock.bias, memory_order_relaxed) &
 			  UP_BIAS_REVOKE) ||

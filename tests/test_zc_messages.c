@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 
 #include "sem_common.h"
+#include "lock.h"
 #include "up_int.h"
 
 /* Messages of @len bytes into a pipe of 4 KiB pages, one call each: every
@@ -361,8 +362,9 @@ static void consume_wakes_a_full_writer(void)
  * next (its short way, short.h), so it must leave the way the consume and
  * the peek did apart wherever that matters: a reader asleep on the line is
  * woken for the data left behind, and another reader that wants the lock
- * gets it after the call in which the owner sees its mark. Data shown stays
- * right throughout.
+ * gets it after the call in which the owner sees its mark, and a claim
+ * stored into the owner's held word is rewritten by its next call. Data
+ * shown stays right throughout.
  */
 static void consume_peek_lets_go(void)
 {
@@ -386,7 +388,10 @@ static void consume_peek_lets_go(void)
 		cnt = 4;
 		n = up_consume_peek(r, len, iov, &cnt);
 	}
-	CHECK(r->biased && r->peek_locked);
+	CHECK(r->peek_locked);
+	if (!r->biased)
+		printf("# no bias here (membarrier refused?): the short way is not taken, "
+		       "the old one is checked\n");
 	/* A sleeper on the line, by hand (none really asleep): the consume
 	 * wakes it for what is left. */
 	atomic_store(nwait, 1);
@@ -398,6 +403,15 @@ static void consume_peek_lets_go(void)
 	CHECK_EQ(atomic_load(pending), 1u);
 	atomic_store(nwait, 0);
 	atomic_store(pending, 0);
+	CHECK(n >= (ssize_t)len);
+	CHECK_EQ(harness_verify(53, off, iov[0].iov_base, len), (size_t)-1);
+	/* A claim a peer stored into our held word lasts until our next call,
+	 * whichever way it takes the lock (uringpipe(7)): the call rewrites it. */
+	atomic_store(&r->p->ends[r->idx].held, UP_HELD_RLOCK | UP_HELD_CLAIM);
+	off += len;
+	cnt = 4;
+	n = up_consume_peek(r, len, iov, &cnt);
+	CHECK_EQ(atomic_load(&r->p->ends[r->idx].held), r->held);
 	CHECK(n >= (ssize_t)len);
 	CHECK_EQ(harness_verify(53, off, iov[0].iov_base, len), (size_t)-1);
 	/* Another reader finds the lock held (between peek and consume) and

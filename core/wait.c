@@ -383,7 +383,7 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 		if (r == 0)
 			r = up__sleep_begin(e, &wl->seq, true, &slice);
 		if (r == 0) {
-			uint64_t t_sleep = up__now_ns();
+			uint64_t t_sleep = up__now_ns(), t_woke;
 
 			up__count(&e->c.waits, 1);
 			/* The process's inotify instance, last, unless its
@@ -392,18 +392,19 @@ int up__wait_ready(struct up_end *e, struct up_shm_wait *wl, int (*ready)(struct
 						up__peers_nfds(e), &sc);
 			up__sleep_end(e);
 			up__count(&e->c.syscalls, sc);
+			t_woke = up__now_ns();
 			/* Our early wake, not a slice's end (nor a shorter
 			 * bound's: a timer never ends before its time). */
-			if (r == -ETIMEDOUT && early != 0 && up__now_ns() >= early) {
-				up__early_lateness(e, up__now_ns() - early, e->waker->ops->slack);
+			if (r == -ETIMEDOUT && early != 0 && t_woke >= early) {
+				up__early_lateness(e, t_woke - early, e->waker->ops->slack);
 				r = -EALREADY;
 			}
 			else if (r == -ETIMEDOUT)
 				up__count(&e->c.timeouts, 1);
 			/* Woken past the early wake, its timer not seen: that
 			 * timer is at least so late. */
-			else if (r == 0 && early != 0 && up__now_ns() >= early)
-				up__early_late_bound(e, up__now_ns() - early, e->waker->ops->slack);
+			else if (r == 0 && early != 0 && t_woke >= early)
+				up__early_late_bound(e, t_woke - early, e->waker->ops->slack);
 			/* Up again: let the next progress wake another sleeper
 			 * (wakes for data are for one sleeper).
 			 * [wait] sc: pairs with [wait] sc in up__wake_line_slow(). */

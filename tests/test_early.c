@@ -43,13 +43,29 @@ struct pacer {
 	uint32_t n;
 };
 
-static void pin_cpu0(void)
+static void pin_cpu(int cpu)
 {
 	cpu_set_t set;
 
 	CPU_ZERO(&set);
-	CPU_SET(0, &set);
+	CPU_SET(cpu, &set);
 	CHECK(sched_setaffinity(0, sizeof(set), &set) == 0);
+}
+
+static void pin_cpu0(void)
+{
+	pin_cpu(0);
+}
+
+/* Sleep until CLOCK_MONOTONIC @ns, resumed across signals: for pacing a
+ * scenario by the clock, never to order events. */
+static void sleep_until(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u),
+			       .tv_nsec = (long)(ns % 1000000000u) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+		;
 }
 
 static void *pace(void *arg)
@@ -63,13 +79,8 @@ static void *pace(void *arg)
 	if (pc->one_cpu)
 		pin_cpu0();
 	for (uint32_t i = 0; i < pc->n; i++) {
-		struct timespec ts;
-
 		dl += (uint64_t)pc->gaps_us[i] * 1000u;
-		ts.tv_sec = (time_t)(dl / 1000000000u);
-		ts.tv_nsec = (long)(dl % 1000000000u);
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
-			;
+		sleep_until(dl);
 		memset(msg, (int)(i & 0xff), sizeof(msg));
 		memcpy(msg, &i, sizeof(i));
 		CHECK_EQ(up_write(pc->w, msg, MSG), (ssize_t)MSG);
@@ -557,19 +568,15 @@ struct hog {
 static void *hog_cpu0(void *arg)
 {
 	struct hog *h = arg;
-	struct timespec ts, nap = { .tv_sec = 0, .tv_nsec = 20000 };
 	uint64_t give_up;
 
 	pin_cpu0();
 	pthread_barrier_wait(h->go);
-	ts.tv_sec = (time_t)(h->from / 1000000000u);
-	ts.tv_nsec = (long)(h->from % 1000000000u);
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
-		;
+	sleep_until(h->from);
 	give_up = harness_now_ns() + 10000000000ull;
 	while (harness_tid_state(atomic_load(h->tid)) != 'S') {
 		CHECK(harness_now_ns() < give_up);
-		nanosleep(&nap, NULL);
+		harness_nap_ns(20000);
 	}
 	h->began = harness_now_ns();
 	while (harness_now_ns() < h->to)
@@ -587,18 +594,11 @@ static void *send_on_cpu1(void *arg)
 {
 	struct send_at *sa = arg;
 	unsigned char b = 1;
-	struct timespec ts;
-	cpu_set_t one;
 
-	CPU_ZERO(&one);
-	CPU_SET(1, &one);
-	CHECK(sched_setaffinity(0, sizeof(one), &one) == 0);
+	pin_cpu(1);
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	pthread_barrier_wait(sa->go);
-	ts.tv_sec = (time_t)(sa->at / 1000000000u);
-	ts.tv_nsec = (long)(sa->at % 1000000000u);
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
-		;
+	sleep_until(sa->at);
 	CHECK_EQ(up_write(sa->w, &b, 1), (ssize_t)1);
 	return NULL;
 }
@@ -614,6 +614,7 @@ static void blocking_late_timer_learnt(void)
 	pthread_barrier_t go;
 	pthread_attr_t at;
 	pthread_t th, wt;
+	cpu_set_t mask;
 	_Atomic pid_t tid = (pid_t)syscall(SYS_gettid);
 	struct hog h = { .go = &go, .tid = &tid };
 	struct send_at sa = { .go = &go };
@@ -643,7 +644,9 @@ static void blocking_late_timer_learnt(void)
 		return;
 	}
 	pthread_attr_destroy(&at);
-	/* The writer on CPU 1, the reader (this thread) on CPU 0. */
+	/* The writer on CPU 1, the reader (this thread) on CPU 0 until the
+	 * end, then back on the CPUs it had. */
+	CHECK(sched_getaffinity(0, sizeof(mask), &mask) == 0);
 	pin_cpu0();
 	CHECK(pthread_create(&wt, NULL, send_on_cpu1, &sa) == 0);
 	t = harness_now_ns();
@@ -668,14 +671,7 @@ static void blocking_late_timer_learnt(void)
 	CHECK(h.began < due - 17500);
 	CHECK(r->early_lat >= 100000);
 	CHECK_EQ(atomic_load(&r->c.early), 0u);
-	{
-		cpu_set_t all;
-
-		CPU_ZERO(&all);
-		for (int i = 0; i < CPU_SETSIZE; i++)
-			CPU_SET(i, &all);
-		CHECK(sched_setaffinity(0, sizeof(all), &all) == 0);
-	}
+	CHECK(sched_setaffinity(0, sizeof(mask), &mask) == 0);
 	up_close(w);
 	up_close(r);
 	up_pipe_release(p);
